@@ -1,0 +1,173 @@
+"""Argument checks for the public entry points and the reference. Imports only torch.
+
+Every failure is a ValueError naming the argument and what was expected. Shape, dtype and
+stride checks cost no device work; `check_values=True` also reads the lengths and the block
+table (a host synchronisation), which callers skip while a CUDA graph is being captured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._layout import CacheLayout, check_cache, layout_of
+
+Q_DTYPES = {torch.float8_e4m3fn: "fp8", torch.bfloat16: "bf16"}
+
+
+def _tensor(name: str, x, dtypes, dims: int) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        raise ValueError(f"{name}: expected dtype {' or '.join(str(d) for d in dtypes)}, got {x.dtype}")
+    if x.dim() != dims:
+        raise ValueError(f"{name}: expected {dims} dims, got shape {list(x.shape)}")
+
+
+def _same_device(ref_name: str, ref: torch.Tensor, **others: torch.Tensor) -> None:
+    for name, x in others.items():
+        if x.device != ref.device:
+            raise ValueError(f"{name}: expected device {ref.device} (same as {ref_name}), got {x.device}")
+
+
+@dataclass(frozen=True)
+class DecodeArgs:
+    batch: int
+    next_n: int
+    heads: int
+    head_dim: int
+    layout: CacheLayout
+    lens_2d: bool
+    page_stride: int  # in elements of the cache tensor's dtype
+    max_pages: int
+    max_context_len: int
+
+
+def row_limits(context_lens: torch.Tensor, next_n: int) -> torch.Tensor:
+    """Exclusive valid limit per output row, [B, N] int64 (may be <= 0 for an empty row)."""
+    if context_lens.dim() == 2:
+        return context_lens.long()
+    j = torch.arange(next_n, device=context_lens.device)
+    return context_lens.long()[:, None] - next_n + 1 + j[None, :]
+
+
+def check_decode(q, kv_cache, weights, context_lens, block_table, max_context_len,
+                 scale_layout: str = "page_blocked", check_values: bool = True) -> DecodeArgs:
+    _tensor("q", q, tuple(Q_DTYPES), 4)
+    b, n, h, d = q.shape
+    if q.stride(-1) != 1 or q.stride(-2) != d:
+        raise ValueError(f"q: expected the last two dims [H, D] contiguous, got strides {list(q.stride())}")
+    layout = layout_of(kv_cache, scale_layout)
+    if Q_DTYPES[q.dtype] != layout.cache_dtype:
+        raise ValueError(f"q: expected dtype matching the {layout.cache_dtype} cache, got {q.dtype}")
+    if layout.head_dim != d:
+        raise ValueError(f"kv_cache: expected last dim {d + 4 if layout.cache_dtype == 'fp8' else d} for head dim D={d}, got {kv_cache.shape[3]}")
+    page_stride = check_cache(kv_cache, layout)
+    _tensor("weights", weights, (torch.float32,), 2)
+    if tuple(weights.shape) != (b * n, h):
+        raise ValueError(f"weights: expected shape [B*next_n, H] = [{b * n}, {h}], got {list(weights.shape)}")
+    if weights.stride(1) != 1:
+        raise ValueError(f"weights: expected contiguous rows (stride(1) == 1), got strides {list(weights.stride())}")
+    _tensor("context_lens", context_lens, (torch.int32,), context_lens.dim() if isinstance(context_lens, torch.Tensor) else 1)
+    if context_lens.dim() == 1:
+        if context_lens.shape[0] != b:
+            raise ValueError(f"context_lens: expected shape [B] = [{b}] or [B, next_n] = [{b}, {n}], got {list(context_lens.shape)}")
+    elif context_lens.dim() == 2:
+        if tuple(context_lens.shape) != (b, n):
+            raise ValueError(f"context_lens: expected shape [B, next_n] = [{b}, {n}], got {list(context_lens.shape)}")
+    else:
+        raise ValueError(f"context_lens: expected 1 or 2 dims, got shape {list(context_lens.shape)}")
+    _tensor("block_table", block_table, (torch.int32,), 2)
+    if block_table.shape[0] != b:
+        raise ValueError(f"block_table: expected {b} rows (one per request), got shape {list(block_table.shape)}")
+    if block_table.stride(1) != 1:
+        raise ValueError(f"block_table: expected contiguous rows (stride(1) == 1), got strides {list(block_table.stride())}")
+    if isinstance(max_context_len, bool) or not isinstance(max_context_len, int) or max_context_len < 1:
+        raise ValueError(f"max_context_len: expected a positive int, got {max_context_len!r}")
+    _same_device("q", q, kv_cache=kv_cache, weights=weights, context_lens=context_lens, block_table=block_table)
+    args = DecodeArgs(b, n, h, d, layout, context_lens.dim() == 2, page_stride, block_table.shape[1], max_context_len)
+    if check_values:
+        check_decode_values(args, kv_cache, context_lens, block_table)
+    return args
+
+
+def check_decode_values(args: DecodeArgs, kv_cache, context_lens, block_table) -> None:
+    """Lengths and block-table ids inside the valid pages (reads device memory)."""
+    lens = context_lens.cpu()
+    if bool((lens < 0).any()):
+        raise ValueError(f"context_lens: expected lengths >= 0, got min {int(lens.min())}")
+    limits = row_limits(lens, args.next_n).clamp(min=0)
+    capacity = args.max_pages * args.layout.page_size
+    top = int(limits.max()) if limits.numel() else 0
+    if top > capacity:
+        raise ValueError(
+            f"context_lens: a valid length of {top} exceeds the block table's capacity "
+            f"({args.max_pages} pages x {args.layout.page_size} = {capacity} tokens)"
+        )
+    if top > args.max_context_len:
+        raise ValueError(f"max_context_len: expected >= the longest valid length {top}, got {args.max_context_len}")
+    pages_needed = (limits.max(dim=1).values + args.layout.page_size - 1) // args.layout.page_size
+    cols = torch.arange(args.max_pages)
+    used = cols[None, :] < pages_needed[:, None]
+    ids = block_table.cpu()[used]
+    num_pages = kv_cache.shape[0]
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_pages):
+        bad = ids[(ids < 0) | (ids >= num_pages)][0]
+        raise ValueError(
+            f"block_table: expected page ids in [0, {num_pages}) inside the valid pages, got {int(bad)}"
+        )
+
+
+@dataclass(frozen=True)
+class PrefillArgs:
+    rows: int
+    heads: int
+    head_dim: int
+    keys: int
+    cache_dtype: str
+
+
+def check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values: bool = True) -> PrefillArgs:
+    _tensor("q", q, tuple(Q_DTYPES), 3)
+    m, h, d = q.shape
+    if q.stride(-1) != 1 or q.stride(-2) != d:
+        raise ValueError(f"q: expected the last two dims [H, D] contiguous, got strides {list(q.stride())}")
+    if Q_DTYPES[q.dtype] == "fp8":
+        if not (isinstance(kv, (tuple, list)) and len(kv) == 2):
+            raise ValueError("kv: expected a pair (k [Nk, D] float8_e4m3fn, k_scale [Nk] float32) for fp8 q")
+        k, k_scale = kv
+        _tensor("kv[0] (k)", k, (torch.float8_e4m3fn,), 2)
+        _tensor("kv[1] (k_scale)", k_scale, (torch.float32,), k_scale.dim() if isinstance(k_scale, torch.Tensor) else 1)
+        if k_scale.dim() == 2 and k_scale.shape[1] == 1:
+            k_scale = k_scale[:, 0]
+        if k_scale.dim() != 1 or k_scale.shape[0] != k.shape[0]:
+            raise ValueError(f"kv[1] (k_scale): expected shape [Nk] = [{k.shape[0]}], got {list(k_scale.shape)}")
+    else:
+        k = kv[0] if isinstance(kv, (tuple, list)) else kv
+        _tensor("kv (k)", k, (torch.bfloat16,), 2)
+    if k.shape[1] != d:
+        raise ValueError(f"kv: expected K of shape [Nk, {d}], got {list(k.shape)}")
+    if k.stride(1) != 1:
+        raise ValueError(f"kv: expected K rows contiguous (stride(1) == 1), got strides {list(k.stride())}")
+    _tensor("weights", weights, (torch.float32,), 2)
+    if tuple(weights.shape) != (m, h):
+        raise ValueError(f"weights: expected shape [M, H] = [{m}, {h}], got {list(weights.shape)}")
+    if weights.stride(1) != 1:
+        raise ValueError(f"weights: expected contiguous rows, got strides {list(weights.stride())}")
+    for name, x in (("cu_seqlen_ks", cu_seqlen_ks), ("cu_seqlen_ke", cu_seqlen_ke)):
+        _tensor(name, x, (torch.int32,), 1)
+        if x.shape[0] != m:
+            raise ValueError(f"{name}: expected shape [M] = [{m}], got {list(x.shape)}")
+    _same_device("q", q, k=k, weights=weights, cu_seqlen_ks=cu_seqlen_ks, cu_seqlen_ke=cu_seqlen_ke)
+    args = PrefillArgs(m, h, d, k.shape[0], Q_DTYPES[q.dtype])
+    if check_values and m:
+        ks, ke = cu_seqlen_ks.cpu(), cu_seqlen_ke.cpu()
+        if bool((ks < 0).any()):
+            raise ValueError(f"cu_seqlen_ks: expected values >= 0, got min {int(ks.min())}")
+        if bool((ke > k.shape[0]).any()):
+            raise ValueError(f"cu_seqlen_ke: expected values <= Nk = {k.shape[0]}, got max {int(ke.max())}")
+        if bool((ke < ks).any()):
+            i = int(torch.nonzero(ke < ks)[0])
+            raise ValueError(f"cu_seqlen_ke: expected ke >= ks per row, row {i} has ks={int(ks[i])} ke={int(ke[i])}")
+    return args

@@ -1,0 +1,227 @@
+"""What a kernel computes (Problem), how it is built (Config), and the one name for a variant.
+
+Both are frozen dataclasses with a canonical JSON form (sorted keys, no spaces) whose sha256
+identifies them; `variant_name(problem, config)` is the single readable name used for the
+generated file, the Python module, the database key and the dispatch-table value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+class Family(str, enum.Enum):
+    DECODE_PAGED = "decode_paged"
+    PREFILL_RAGGED = "prefill_ragged"
+
+
+class ScaleLayout(str, enum.Enum):
+    """Where a token's fp32 scale sits in the cache."""
+
+    PAGE_BLOCKED = "page_blocked"  # all values of a page, then all scales of the page
+    TOKEN_INTERLEAVED = "token_interleaved"  # D values then 4 scale bytes, per token
+    NONE = "none"  # bf16 cache: no scale
+
+
+class LensMode(str, enum.Enum):
+    ONE_D = "1d"  # context_lens [B]: causal within the next_n draft tokens
+    TWO_D = "2d"  # context_lens [B, N]: an explicit limit per query token
+
+
+DTYPES = ("fp8", "bf16")
+PAGE_SIZES = (1, 32, 64, 128)
+HEADS = (8, 16, 32, 64, 128)
+HEAD_DIMS = (32, 64, 128)
+MAX_NEXT_N = 4
+
+
+def _choice(name: str, value: Any, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}: expected one of {list(allowed)}, got {value!r}")
+
+
+def _enum_value(name: str, value: Any, enum_cls) -> str:
+    try:
+        return enum_cls(value).value
+    except ValueError:
+        raise ValueError(
+            f"{name}: expected one of {[e.value for e in enum_cls]}, got {value!r}"
+        ) from None
+
+
+def canonical_json(obj: Mapping[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _Canonical:
+    """Canonical JSON, hash and dict round trip shared by Problem and Config."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return canonical_json(self.to_dict())
+
+    @property
+    def key(self) -> str:
+        """sha256 of the canonical JSON: the stable identity."""
+        return sha256_hex(self.to_json())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown fields {sorted(unknown)}; expected {sorted(names)}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class Problem(_Canonical):
+    """The function a kernel computes, independent of how it is scheduled.
+
+    `page_size` and `scale_layout` describe the paged cache (decode); prefill reads ragged K
+    and carries page_size=0. `next_n` and `lens_mode` are decode-only (prefill uses 1 / "1d").
+    """
+
+    family: str = Family.DECODE_PAGED.value
+    q_dtype: str = "fp8"
+    cache_dtype: str = "fp8"
+    page_size: int = 64
+    scale_layout: str = ScaleLayout.PAGE_BLOCKED.value
+    heads: int = 64
+    head_dim: int = 128
+    next_n: int = 1
+    lens_mode: str = LensMode.ONE_D.value
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", _enum_value("family", self.family, Family))
+        object.__setattr__(self, "scale_layout", _enum_value("scale_layout", self.scale_layout, ScaleLayout))
+        object.__setattr__(self, "lens_mode", _enum_value("lens_mode", self.lens_mode, LensMode))
+        _choice("q_dtype", self.q_dtype, DTYPES)
+        _choice("cache_dtype", self.cache_dtype, DTYPES)
+        _choice("heads", self.heads, HEADS)
+        _choice("head_dim", self.head_dim, HEAD_DIMS)
+        if self.q_dtype != self.cache_dtype:
+            raise ValueError(
+                f"q_dtype: expected the cache dtype {self.cache_dtype!r} (mixed q/cache dtypes are not served), got {self.q_dtype!r}"
+            )
+        if (self.cache_dtype == "bf16") != (self.scale_layout == ScaleLayout.NONE.value):
+            raise ValueError(
+                "scale_layout: expected 'none' for a bf16 cache and 'page_blocked' or 'token_interleaved' "
+                f"for fp8, got {self.scale_layout!r} with cache_dtype={self.cache_dtype!r}"
+            )
+        if self.family == Family.DECODE_PAGED.value:
+            _choice("page_size", self.page_size, PAGE_SIZES)
+            if not 1 <= self.next_n <= MAX_NEXT_N:
+                raise ValueError(f"next_n: expected 1..{MAX_NEXT_N}, got {self.next_n!r}")
+        else:
+            if self.page_size != 0:
+                raise ValueError(f"page_size: expected 0 for prefill_ragged (K is not paged), got {self.page_size!r}")
+            if self.next_n != 1 or self.lens_mode != LensMode.ONE_D.value:
+                raise ValueError("next_n/lens_mode: prefill_ragged takes next_n=1 and lens_mode='1d'")
+            if self.scale_layout == ScaleLayout.TOKEN_INTERLEAVED.value:
+                raise ValueError("scale_layout: prefill_ragged keeps scales in a separate tensor ('page_blocked' stands for that)")
+
+    @property
+    def is_decode(self) -> bool:
+        return self.family == Family.DECODE_PAGED.value
+
+    @property
+    def token_bytes(self) -> int:
+        """Cache bytes per key token (values plus scale)."""
+        return self.head_dim * (2 if self.cache_dtype == "bf16" else 1) + (4 if self.cache_dtype == "fp8" else 0)
+
+    @property
+    def slug(self) -> str:
+        """Short readable form, e.g. `fp8_pg64_h64_d128_n1`."""
+        parts = [self.cache_dtype]
+        if self.is_decode:
+            parts.append(f"pg{self.page_size}")
+            if self.scale_layout == ScaleLayout.TOKEN_INTERLEAVED.value:
+                parts.append("ti")
+        parts += [f"h{self.heads}", f"d{self.head_dim}"]
+        if self.is_decode:
+            parts.append(f"n{self.next_n}")
+            if self.lens_mode == LensMode.TWO_D.value:
+                parts.append("l2d")
+        return "_".join(parts)
+
+
+DOT_DTYPES = ("native", "fp16", "bf16", "fp32")
+
+
+@dataclass(frozen=True)
+class Config(_Canonical):
+    """How a kernel is built: every knob the templates take.
+
+    block_t: key tokens per tile (may span several pages or part of one).
+    tiles_per_program: tiles one program walks (decode: its token chunk is block_t * tiles).
+    block_m: query rows per program (prefill only; decode keeps all next_n rows together).
+    dot_dtype: operand dtype of tl.dot. 'native' uses the input dtype (fp8 or bf16); 'fp16' is
+      exact for fp8 inputs; 'fp32' is exact for both (used by the CPU interpreter tests).
+    """
+
+    block_t: int = 64
+    tiles_per_program: int = 4
+    num_warps: int = 4
+    num_stages: int = 2
+    block_m: int = 1
+    dot_dtype: str = "native"
+
+    def __post_init__(self) -> None:
+        _choice("dot_dtype", self.dot_dtype, DOT_DTYPES)
+        for name in ("block_t", "tiles_per_program", "num_warps", "num_stages", "block_m"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}: expected a positive int, got {value!r}")
+
+    @property
+    def slug(self) -> str:
+        s = f"bt{self.block_t}_tp{self.tiles_per_program}_w{self.num_warps}_s{self.num_stages}"
+        if self.block_m != 1:
+            s += f"_m{self.block_m}"
+        if self.dot_dtype != "native":
+            s += f"_{self.dot_dtype}"
+        return s
+
+
+def variant_name(problem: Problem, config: Config) -> str:
+    """`<family>__<problem slug>__<config slug>__<8 hex>`: a valid Python module name."""
+    digest = sha256_hex(problem.to_json() + "|" + config.to_json())[:8]
+    return f"{problem.family}__{problem.slug}__{config.slug}__{digest}"
+
+
+@dataclass(frozen=True)
+class Bucket(_Canonical):
+    """A shape class a dispatch entry is tuned for.
+
+    decode: batch = requests captured in one CUDA graph, context = page-table width in tokens.
+    prefill: batch = query rows, context = key tokens.
+    """
+
+    batch: int
+    context: int
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "context"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"bucket {name}: expected a positive int, got {value!r}")
+
+    @property
+    def slug(self) -> str:
+        return f"b{self.batch}_c{self.context}"

@@ -1,0 +1,92 @@
+"""Render (problem, config) into a frozen Triton module through one strict Jinja environment.
+
+Parameters are validated against the search space first; only checked enum values and ints
+reach the template, never a free-form string. Same inputs give the same bytes, and a file is
+written only when its content changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import jinja2
+
+from . import __version__
+from .problem import Config, Problem, variant_name
+from .space import check
+
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = {"decode_paged": "decode_paged.py.jinja", "prefill_ragged": "prefill_ragged.py.jinja"}
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["pyrepr"] = lambda json_text: repr(__import__("json").loads(json_text))
+    return env
+
+
+def template_hash(family: str) -> str:
+    """sha256 over the family template and the shared partials it includes (files starting '_')."""
+    h = hashlib.sha256()
+    names = [TEMPLATES[family]] + sorted(p.name for p in TEMPLATE_DIR.glob("_*.jinja"))
+    for name in names:
+        h.update(name.encode() + b"\0" + (TEMPLATE_DIR / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def render(problem: Problem, config: Config) -> str:
+    check(problem, config)
+    name = TEMPLATES[problem.family]
+    return _env().get_template(name).render(
+        problem=problem,
+        config=config,
+        variant=variant_name(problem, config),
+        problem_json=problem.to_json(),
+        config_json=config.to_json(),
+        template_name=name,
+        template_hash=template_hash(problem.family),
+        tool_version=__version__,
+    )
+
+
+def write_if_different(path: Path, text: str) -> bool:
+    """Write text to path unless it already holds exactly that; True when written."""
+    path = Path(path)
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return True
+
+
+def emit(problem: Problem, config: Config, out_dir: Path) -> Path:
+    """Render into `<out_dir>/<variant>.py`; returns the path."""
+    path = Path(out_dir) / f"{variant_name(problem, config)}.py"
+    write_if_different(path, render(problem, config))
+    return path
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import a generated module from its file (Triton needs the source on disk)."""
+    path = Path(path)
+    name = f"_indexer_generated_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,161 @@
+"""The search space of each kernel family, with the static constraints that make a point
+infeasible before anything compiles (divisibility, tile sizes, a shared-memory and register
+estimate against the target's limits)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from .problem import Config, Family, Problem
+
+
+class InfeasibleConfig(ValueError):
+    """A (problem, config) point that cannot be built; `reason` is a short machine-readable tag."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a GPU generation allows a program to use."""
+
+    name: str
+    capability: int  # e.g. 90, 120
+    max_shared_bytes: int
+    warp_size: int = 32
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.capability}"
+
+
+TARGETS = {
+    "sm_80": Target("sm_80", 80, 166_912),
+    "sm_89": Target("sm_89", 89, 101_376),
+    "sm_90": Target("sm_90", 90, 232_448),
+    "sm_100": Target("sm_100", 100, 232_448),
+    "sm_120": Target("sm_120", 120, 101_376),
+}
+
+
+def target_for(name_or_cc) -> Target:
+    key = name_or_cc if isinstance(name_or_cc, str) else f"sm_{name_or_cc}"
+    if key.isdigit():
+        key = f"sm_{key}"
+    if key not in TARGETS:
+        raise ValueError(f"target: expected one of {sorted(TARGETS)}, got {name_or_cc!r}")
+    return TARGETS[key]
+
+
+# Values each knob may take. Anything outside is refused before rendering.
+AXES = {
+    Family.DECODE_PAGED.value: {
+        "block_t": (16, 32, 64, 128, 256),
+        "tiles_per_program": (1, 2, 4, 8, 16, 32),
+        "num_warps": (2, 4, 8),
+        "num_stages": (1, 2, 3, 4),
+        "block_m": (1,),
+        "dot_dtype": ("native", "fp16", "bf16", "fp32"),
+    },
+    Family.PREFILL_RAGGED.value: {
+        "block_t": (32, 64, 128, 256),
+        "tiles_per_program": (1, 2, 4, 8, 16, 32, 64),
+        "num_warps": (4, 8),
+        "num_stages": (1, 2, 3, 4),
+        "block_m": (1, 2, 4),
+        "dot_dtype": ("native", "fp16", "bf16", "fp32"),
+    },
+}
+# The dtypes the tuner searches on a GPU; the others exist for the CPU interpreter.
+TUNED_DOT_DTYPES = ("native",)
+MAX_ACC_REGS_PER_THREAD = 128  # fp32 dot accumulator registers; more spills on every target
+MAX_CHUNK = 16384  # tokens one program may own; keeps the grid's second dim far below 65535 for 1M
+
+
+def default_config(problem: Problem, dot_dtype: str = "native") -> Config:
+    """The family default: what runs where nothing was tuned. It fits every target's limits."""
+    if problem.is_decode:
+        return Config(block_t=64, tiles_per_program=4, num_warps=4, num_stages=2, block_m=1, dot_dtype=dot_dtype)
+    block_m = max(1, 128 // problem.heads)
+    return Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=2, block_m=block_m, dot_dtype=dot_dtype)
+
+
+def _dot_bytes(problem: Problem, config: Config) -> int:
+    if config.dot_dtype == "native":
+        return 1 if problem.cache_dtype == "fp8" else 2
+    return {"fp16": 2, "bf16": 2, "fp32": 4}[config.dot_dtype]
+
+
+def estimate_shared_bytes(problem: Problem, config: Config) -> int:
+    """Shared memory a Triton pipeline of this config needs, roughly: the dot's two operands
+    (the query tile once, the key tile once per pipeline stage) plus the reduction scratch."""
+    rows = problem.next_n * problem.heads if problem.is_decode else config.block_m * problem.heads
+    elem = _dot_bytes(problem, config)
+    stages = max(config.num_stages - 1, 1)
+    return rows * problem.head_dim * elem + stages * config.block_t * problem.head_dim * elem
+
+
+def check(problem: Problem, config: Config, target: Target | None = None) -> None:
+    """Raise InfeasibleConfig if the point is outside the space or cannot fit the target."""
+    axes = AXES[problem.family]
+    for name, allowed in axes.items():
+        value = getattr(config, name)
+        if value not in allowed:
+            raise InfeasibleConfig("outside_space", f"{name}={value!r} not in {list(allowed)} for {problem.family}")
+    rows = problem.next_n * problem.heads if problem.is_decode else config.block_m * problem.heads
+    if rows < 16:
+        raise InfeasibleConfig("dot_too_small", f"{rows} query rows per dot; tl.dot needs >= 16")
+    if rows & (rows - 1):
+        raise InfeasibleConfig("not_pow2", f"{rows} query rows per dot must be a power of two (next_n={problem.next_n})")
+    if problem.is_decode and config.block_t < problem.page_size and problem.page_size % config.block_t:
+        raise InfeasibleConfig("page_split", f"block_t={config.block_t} does not divide page {problem.page_size}")
+    if problem.is_decode and config.block_t > problem.page_size and config.block_t % problem.page_size:
+        raise InfeasibleConfig("page_span", f"block_t={config.block_t} is not a multiple of page {problem.page_size}")
+    if config.block_t * config.tiles_per_program > MAX_CHUNK:
+        raise InfeasibleConfig("chunk_too_large", f"{config.block_t * config.tiles_per_program} > {MAX_CHUNK} tokens per program")
+    acc = rows * config.block_t // (32 * config.num_warps)
+    if acc > MAX_ACC_REGS_PER_THREAD:
+        raise InfeasibleConfig("registers", f"accumulator needs {acc} fp32 registers per thread (> {MAX_ACC_REGS_PER_THREAD})")
+    if target is not None:
+        smem = estimate_shared_bytes(problem, config)
+        if smem > target.max_shared_bytes:
+            raise InfeasibleConfig("shared_memory", f"~{smem} bytes > {target.max_shared_bytes} on {target.name}")
+
+
+def is_feasible(problem: Problem, config: Config, target: Target | None = None) -> bool:
+    try:
+        check(problem, config, target)
+        return True
+    except InfeasibleConfig:
+        return False
+
+
+def grid_points(problem: Problem, dot_dtypes: Sequence[str] = TUNED_DOT_DTYPES) -> Iterator[Config]:
+    """Every point of the family's space (feasible or not), in a fixed order."""
+    axes = dict(AXES[problem.family])
+    axes["dot_dtype"] = tuple(dot_dtypes)
+    names = sorted(axes)
+    for values in itertools.product(*(axes[n] for n in names)):
+        yield Config(**dict(zip(names, values)))
+
+
+def feasible_points(problem: Problem, target: Target | None = None,
+                    dot_dtypes: Sequence[str] = TUNED_DOT_DTYPES) -> list[Config]:
+    return [c for c in grid_points(problem, dot_dtypes) if is_feasible(problem, c, target)]
+
+
+def sample_points(problem: Problem, count: int, target: Target | None = None, seed: int = 0,
+                  dot_dtypes: Sequence[str] = TUNED_DOT_DTYPES) -> list[Config]:
+    """A reproducible sample of feasible points, always including the family default."""
+    points = feasible_points(problem, target, dot_dtypes)
+    default = default_config(problem, dot_dtypes[0])
+    rng = random.Random(seed)
+    rest = [c for c in points if c != default]
+    chosen = rng.sample(rest, min(max(count - 1, 0), len(rest)))
+    return ([default] if default in points else []) + chosen
