@@ -1,0 +1,44 @@
+"""Test set-up: kernels run under Triton's interpreter when there is no GPU.
+
+TRITON_INTERPRET must be set before any kernel module is imported (triton.jit reads it), and
+interpreted and compiled kernels cannot share a process, so the choice is made once, here.
+GPU tests carry the `gpu` marker and are skipped without CUDA.
+"""
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA and not INTERPRET:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (and TRITON_INTERPRET unset)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device() -> str:
+    """Where kernel tests put their tensors: the GPU when compiled, the CPU under the interpreter."""
+    return "cpu" if INTERPRET else "cuda"
+
+
+@pytest.fixture
+def dot_dtype_for():
+    """The tl.dot operand dtype a test may use: the interpreter gets bf16 dots wrong, so CPU
+    tests use fp16 (exact for fp8 inputs) or fp32 (exact for bf16 inputs)."""
+
+    def pick(cache_dtype: str) -> str:
+        if not INTERPRET:
+            return "native"
+        return "fp16" if cache_dtype == "fp8" else "fp32"
+
+    return pick
