@@ -97,31 +97,57 @@ def make_lens(problem: Problem, batch: int, max_context_len: int, mode="random",
 
 def make_decode_inputs(problem: Problem, batch: int, max_context_len: int, lens="random", *,
                        seed: int = 0, device="cpu", pool_factor: float = 1.5,
-                       page_gap_bytes: int = 64, ue8m0: bool = False) -> DecodeInputs:
-    """Random decode inputs. The pool holds pool_factor times the pages the table can address,
-    scattered randomly; entries of the table past a request's valid pages hold valid but
-    unrelated page ids (engines leave stale ids there); see `poison_block_table`."""
+                       page_gap_bytes: int = 64, ue8m0: bool = False,
+                       max_pool_bytes: int | None = None) -> DecodeInputs:
+    """Random decode inputs, generated on `device`.
+
+    The pool holds pool_factor times the pages the table can address, scattered randomly; with
+    `max_pool_bytes` (for GPU benchmarks at huge widths) the pool is capped and the table draws
+    page ids with replacement. Entries past a request's valid pages hold valid but unrelated
+    ids (engines leave stale ids there); see `poison_block_table`.
+    """
     if not problem.is_decode:
         raise ValueError(f"problem: expected a decode_paged problem, got {problem.family!r}")
     if batch < 1 or max_context_len < 1:
         raise ValueError(f"batch/max_context_len: expected positive ints, got {batch}/{max_context_len}")
-    g = _generator(seed)
+    dev = torch.device(device)
+    g = torch.Generator(device=dev)
+    g.manual_seed(seed)
     layout = layout_for(problem)
     n, h, d, page = problem.next_n, problem.heads, problem.head_dim, problem.page_size
     max_pages = -(-max_context_len // page)
+    stride = layout.page_bytes + page_gap_bytes
     num_pages = max(int(batch * max_pages * pool_factor), batch * max_pages)
-    k = torch.randn(num_pages, page, d, generator=g)
-    kv_cache = pack_pages(k, layout, layout.page_bytes + page_gap_bytes, ue8m0=ue8m0)
-    block_table = torch.randperm(num_pages, generator=g)[: batch * max_pages].reshape(batch, max_pages).to(torch.int32)
-    if problem.q_dtype == "fp8":
-        q = (torch.randn(batch, n, h, d, generator=g) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)
+    if max_pool_bytes is not None:
+        num_pages = max(1, min(num_pages, max_pool_bytes // stride))
+    kv_cache = _random_cache(layout, num_pages, stride, g, dev, ue8m0)
+    if num_pages >= batch * max_pages:
+        ids = torch.randperm(num_pages, generator=g, device=dev)[: batch * max_pages]
     else:
-        q = torch.randn(batch, n, h, d, generator=g).to(torch.bfloat16)
-    weights = torch.randn(batch * n, h, generator=g) / h
+        ids = torch.randint(0, num_pages, (batch * max_pages,), generator=g, device=dev)
+    block_table = ids.reshape(batch, max_pages).to(torch.int32)
+    if problem.q_dtype == "fp8":
+        q = (torch.randn(batch, n, h, d, generator=g, device=dev) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)
+    else:
+        q = torch.randn(batch, n, h, d, generator=g, device=dev).to(torch.bfloat16)
+    weights = torch.randn(batch * n, h, generator=g, device=dev) / h
     lens = make_lens(problem, batch, max_context_len, lens, seed + 1)
-    dev = torch.device(device)
-    return DecodeInputs(q.to(dev), kv_cache.to(dev), weights.to(dev), lens.to(dev), block_table.to(dev),
-                        max_context_len, problem.scale_layout)
+    return DecodeInputs(q, kv_cache, weights, lens.to(dev), block_table, max_context_len, problem.scale_layout)
+
+
+def _random_cache(layout, num_pages: int, stride: int, g: torch.Generator, dev, ue8m0: bool) -> torch.Tensor:
+    """A packed cache of random K, built a slab of pages at a time (bounded temporaries)."""
+    slab = max(1, (256 << 20) // (layout.page_size * layout.head_dim * 4))
+    parts = []
+    for p0 in range(0, num_pages, slab):
+        k = torch.randn(min(slab, num_pages - p0), layout.page_size, layout.head_dim, generator=g, device=dev)
+        parts.append(pack_pages(k, layout, stride, ue8m0=ue8m0))
+    if len(parts) == 1:
+        return parts[0]
+    elem = parts[0].element_size()
+    buf = torch.cat([p.as_strided((p.shape[0] * stride // elem,), (1,)) for p in parts])
+    shape = (num_pages,) + tuple(parts[0].shape[1:])
+    return buf.as_strided(shape, (stride // elem,) + tuple(parts[0].stride()[1:]))
 
 
 def poison_block_table(inputs: DecodeInputs) -> DecodeInputs:

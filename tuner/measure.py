@@ -1,0 +1,50 @@
+"""Timing inputs and the timing of one candidate on one bucket.
+
+Decode inputs for timing share one page pool larger than the L2 (so a replay cannot be served
+from cache) and differ in their block tables, which the captured graph cycles through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from .gates import launch, new_output
+from .inputs import DecodeInputs, PrefillInputs, make_decode_inputs, make_prefill_inputs
+from .problem import Bucket, Problem
+from .timing import Timing, time_cuda_graph, time_wall_clock
+
+MIN_POOL_BYTES = 1 << 30  # >> the 50-60 MB L2 of current GPUs
+MAX_POOL_BYTES = 24 << 30
+
+
+def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda", seed: int = 0,
+                  sets: int = 4, min_pool_bytes: int = MIN_POOL_BYTES, max_pool_bytes: int = MAX_POOL_BYTES):
+    """Input sets for timing one bucket; for decode they share one pool and differ in tables."""
+    if not problem.is_decode:
+        x = make_prefill_inputs(problem, bucket.batch, bucket.context, seed=seed, device=device,
+                                num_seqs=1 if lens == "full" else max(1, bucket.batch // 512))
+        return [x]
+    page_bytes = problem.page_size * problem.token_bytes + 64
+    needed = bucket.batch * (-(-bucket.context // problem.page_size)) * page_bytes
+    factor = max(1.0, min_pool_bytes / needed)
+    base = make_decode_inputs(problem, bucket.batch, bucket.context, lens, seed=seed, device=device,
+                              pool_factor=factor, max_pool_bytes=max_pool_bytes)
+    out = [base]
+    g = torch.Generator(device=base.block_table.device).manual_seed(seed + 17)
+    num_pages = base.kv_cache.shape[0]
+    for _ in range(sets - 1):
+        ids = torch.randint(0, num_pages, base.block_table.shape, generator=g, device=base.block_table.device)
+        out.append(replace(base, block_table=ids.to(torch.int32)))
+    return out
+
+
+def time_candidate(module, input_sets, clean_logits: bool, method: str = "cuda_graph", replays: int = 30) -> Timing:
+    outs = [new_output(x, 0.0) for x in input_sets]
+    fns = [lambda x=x, o=o: launch(module, x, o, clean_logits) for x, o in zip(input_sets, outs)]
+    if method == "cuda_graph":
+        return time_cuda_graph(fns, replays=replays)
+    if method == "wall_clock":
+        return time_wall_clock(fns, reps=max(3, replays // 10))
+    raise ValueError(f"method: expected 'cuda_graph' or 'wall_clock', got {method!r}")

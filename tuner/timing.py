@@ -1,0 +1,104 @@
+"""Timers. Every stored timing names the method that produced it.
+
+- `cuda_graph`: the launches are captured in one CUDA graph that cycles over several input
+  sets (so that repeated runs do not measure L2), and the graph is replayed many times; the
+  per-launch time is replay time / launches per graph. p20/p50/p80 over replays.
+- `wall_clock`: host clock around synchronous calls, for the CPU interpreter (tests of the
+  tuning loop); its numbers say nothing about a GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    method: str
+    p20_ms: float
+    p50_ms: float
+    p80_ms: float
+    samples: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _quantiles(samples_ms: Sequence[float], method: str) -> Timing:
+    s = sorted(samples_ms)
+    pick = lambda q: s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+    return Timing(method, pick(0.2), statistics.median(s), pick(0.8), len(s))
+
+
+def time_wall_clock(fns: Sequence[Callable[[], object]], reps: int = 5, warmup: int = 1) -> Timing:
+    """Host-clock timing of synchronous callables (cycled), for CPU runs."""
+    for i in range(warmup):
+        fns[i % len(fns)]()
+    samples = []
+    for i in range(reps):
+        t0 = time.perf_counter()
+        fns[i % len(fns)]()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return _quantiles(samples, "wall_clock")
+
+
+def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_launches: int = 8,
+                    warmup_replays: int = 3) -> Timing:
+    """Capture `fns` (cycled to at least `min_launches` launches) in one graph; time replays."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("time_cuda_graph needs a CUDA device")
+    launches = max(min_launches, len(fns))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for f in fns:  # compile and warm outside the capture
+            f()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(launches):
+            fns[i % len(fns)]()
+    for _ in range(warmup_replays):
+        graph.replay()
+    torch.cuda.synchronize()
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    for i in range(replays):
+        start[i].record()
+        graph.replay()
+        end[i].record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) / launches for s, e in zip(start, end)]
+    del graph
+    return _quantiles(samples, "cuda_graph")
+
+
+def measure_copy_bandwidth(nbytes: int = 2 << 30, replays: int = 20) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = time_cuda_graph([lambda: dst.copy_(src)], replays=replays, min_launches=2)
+    del src, dst
+    return 2 * nbytes / (t.p50_ms * 1e-3)
+
+
+def measure_matmul_rate(dtype: str = "fp8", n: int = 8192, replays: int = 10) -> float:
+    """Dense matmul rate in flop/s on random data: torch._scaled_mm for fp8, matmul for bf16."""
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    if dtype == "fp8":
+        a8 = a.to(torch.float8_e4m3fn)
+        b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()  # column-major B, as _scaled_mm wants
+        one = torch.ones((), device="cuda")
+        fn = lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16)
+    else:
+        a16, b16 = a.bfloat16(), b.bfloat16()
+        fn = lambda: a16 @ b16
+    t = time_cuda_graph([fn], replays=replays, min_launches=2)
+    return 2 * n**3 / (t.p50_ms * 1e-3)
