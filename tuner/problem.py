@@ -162,6 +162,7 @@ class Problem(_Canonical):
 
 
 DOT_DTYPES = ("native", "fp16", "bf16", "fp32")
+ORIENTS = ("q_rows", "k_rows")
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,9 @@ class Config(_Canonical):
     block_m: query rows per program (prefill only; decode keeps all next_n rows together).
     dot_dtype: operand dtype of tl.dot. 'native' uses the input dtype (fp8 or bf16); 'fp16' is
       exact for fp8 inputs; 'fp32' is exact for both (used by the CPU interpreter tests).
+    orient: which operand is the dot's M side. 'q_rows': scores [query rows * heads, tokens],
+      the head sum crosses warps; 'k_rows': scores [tokens, query rows * heads], the head sum
+      stays inside a thread quad (no shared-memory round trip).
     """
 
     block_t: int = 64
@@ -181,9 +185,11 @@ class Config(_Canonical):
     num_stages: int = 2
     block_m: int = 1
     dot_dtype: str = "native"
+    orient: str = "q_rows"
 
     def __post_init__(self) -> None:
         _choice("dot_dtype", self.dot_dtype, DOT_DTYPES)
+        _choice("orient", self.orient, ORIENTS)
         for name in ("block_t", "tiles_per_program", "num_warps", "num_stages", "block_m"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -196,6 +202,8 @@ class Config(_Canonical):
             s += f"_m{self.block_m}"
         if self.dot_dtype != "native":
             s += f"_{self.dot_dtype}"
+        if self.orient != "q_rows":
+            s += "_kr"
         return s
 
 

@@ -62,6 +62,7 @@ AXES = {
         "num_stages": (1, 2, 3, 4),
         "block_m": (1,),
         "dot_dtype": ("native", "fp16", "bf16", "fp32"),
+        "orient": ("q_rows", "k_rows"),
     },
     Family.PREFILL_RAGGED.value: {
         "block_t": (32, 64, 128, 256),
@@ -70,6 +71,7 @@ AXES = {
         "num_stages": (1, 2, 3, 4),
         "block_m": (1, 2, 4),
         "dot_dtype": ("native", "fp16", "bf16", "fp32"),
+        "orient": ("q_rows", "k_rows"),
     },
 }
 # The dtypes the tuner searches on a GPU; the others exist for the CPU interpreter.

@@ -79,11 +79,23 @@ def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_
     return _quantiles(samples, "cuda_graph")
 
 
+def warm_up_gpu(seconds: float = 1.0) -> None:
+    """Keep the GPU busy long enough for its clocks to leave idle (a cold H200 idles at ~400 MHz
+    and the first milliseconds of any measurement would otherwise run slow)."""
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
+
+
 def measure_copy_bandwidth(nbytes: int = 2 << 30, replays: int = 20) -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    t = time_cuda_graph([lambda: dst.copy_(src)], replays=replays, min_launches=2)
+    warm_up_gpu()
+    t = time_cuda_graph([lambda: dst.copy_(src)], replays=replays, min_launches=4)
     del src, dst
     return 2 * nbytes / (t.p50_ms * 1e-3)
 
