@@ -1,0 +1,154 @@
+"""The trial store: one SQLite file under db/, written with sqlite-utils.
+
+One row per measured (GPU, problem, bucket, config): its status and reason, its timings (each
+naming the timer that produced them), its fraction of the floor, its compile resources and
+everything that can change a timing (GPU, capability, SM count, driver, versions, template
+hash). Rows are keyed by `trial_key` so a resumed or repeated run never measures a config twice.
+Writes are single statements in autocommit mode, so a killed process loses at most the trial
+it was measuring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import sqlite_utils
+
+from .problem import Bucket, Config, Problem, canonical_json, sha256_hex, variant_name
+
+SCHEMA_VERSION = 1
+
+# Status values a trial may take. Everything but "ok" is infeasible for the search.
+STATUSES = ("ok", "infeasible", "compile_error", "wrong_answer", "unwritten", "mask", "graph_unsafe",
+            "reads_past_valid_pages", "timeout", "crash", "error")
+
+
+@dataclass
+class TrialRow:
+    trial_key: str
+    run_id: str
+    created_at: str
+    gpu_slug: str
+    family: str
+    problem_json: str
+    problem_key: str
+    bucket_batch: int
+    bucket_context: int
+    config_json: str
+    config_key: str
+    variant: str
+    status: str
+    reason: str = ""
+    timer: str = ""  # "cuda_graph" | "wall_clock" | "" (not timed)
+    p20_ms: Optional[float] = None  # full-width lengths
+    p50_ms: Optional[float] = None
+    p80_ms: Optional[float] = None
+    partial_p50_ms: Optional[float] = None  # partly filled table (decode), same timer
+    score_ms: Optional[float] = None  # the search objective: p50 + partial_p50 (decode) or p50
+    floor_ms: Optional[float] = None
+    frac_of_floor: Optional[float] = None  # floor / p50
+    partial_frac_of_floor: Optional[float] = None
+    rel_err: Optional[float] = None
+    registers: Optional[int] = None
+    spills: Optional[int] = None
+    shared_bytes: Optional[int] = None
+    gpu_name: str = ""
+    compute_capability: str = ""
+    sm_count: int = 0
+    driver: str = ""
+    cuda_version: str = ""
+    torch_version: str = ""
+    triton_version: str = ""
+    template_hash: str = ""
+    tool_version: str = ""
+    copy_bw: Optional[float] = None  # bytes/s measured at the start of the run
+    matmul_rate: Optional[float] = None  # flop/s measured at the start of the run
+    source: str = ""  # "optuna:tpe" | "seed:default" | "seed:neighbour" | "grid" | ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def trial_key(gpu_slug: str, problem: Problem, bucket: Bucket, config: Config, template_hash: str, timer: str) -> str:
+    """Everything that identifies a measurement; a different template or timer is a new trial."""
+    return sha256_hex(canonical_json({
+        "gpu": gpu_slug, "problem": problem.key, "bucket": bucket.key, "config": config.key,
+        "template": template_hash, "timer": timer,
+    }))
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Store:
+    """Thin wrapper over the SQLite file; safe to open from several processes (WAL, busy timeout)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=60000")
+        self.db = sqlite_utils.Database(conn)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        meta = self.db["meta"]
+        if not meta.exists():
+            meta.insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+        version = int(meta.get("schema_version")["value"])
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"db: {self.path} has schema version {version}, this tool writes {SCHEMA_VERSION}; "
+                "move it aside or re-tune (no migration exists for that version)"
+            )
+        if not self.db["trials"].exists():
+            columns = {f.name: _sql_type(f) for f in dataclasses.fields(TrialRow)}
+            self.db["trials"].create(columns, pk="trial_key", not_null={"trial_key", "status"})
+            self.db["trials"].create_index(["gpu_slug", "problem_key", "bucket_batch", "bucket_context"], if_not_exists=True)
+        if not self.db["runs"].exists():
+            self.db["runs"].create({"run_id": str, "started_at": str, "env_json": str, "args_json": str,
+                                    "copy_bw": float, "matmul_rate": float}, pk="run_id")
+
+    def record(self, row: TrialRow) -> None:
+        if row.status not in STATUSES:
+            raise ValueError(f"status: expected one of {list(STATUSES)}, got {row.status!r}")
+        self.db["trials"].upsert(row.to_dict(), pk="trial_key")
+
+    def get(self, key: str) -> Optional[dict]:
+        try:
+            return self.db["trials"].get(key)
+        except sqlite_utils.db.NotFoundError:
+            return None
+
+    def record_run(self, run_id: str, env_json: str, args_json: str, copy_bw: float | None, matmul_rate: float | None) -> None:
+        self.db["runs"].upsert({"run_id": run_id, "started_at": now_iso(), "env_json": env_json,
+                                "args_json": args_json, "copy_bw": copy_bw, "matmul_rate": matmul_rate}, pk="run_id")
+
+    def trials(self, where: str | None = None, params: Iterable = ()) -> list[dict]:
+        return list(self.db["trials"].rows_where(where, list(params)))
+
+    def winners(self, gpu_slug: str) -> list[dict]:
+        """The best ok trial per (problem, bucket) on one GPU, by score then by key (stable)."""
+        rows = self.trials("gpu_slug = ? and status = 'ok' and score_ms is not null", [gpu_slug])
+        best: dict[tuple, dict] = {}
+        for r in rows:
+            k = (r["problem_key"], r["bucket_batch"], r["bucket_context"])
+            if k not in best or (r["score_ms"], r["trial_key"]) < (best[k]["score_ms"], best[k]["trial_key"]):
+                best[k] = r
+        return [best[k] for k in sorted(best, key=lambda k: (best[k]["family"], best[k]["problem_json"], k[1], k[2]))]
+
+
+def _sql_type(f: dataclasses.Field):
+    t = str(f.type)
+    if "float" in t:
+        return float
+    if "int" in t:
+        return int
+    return str
