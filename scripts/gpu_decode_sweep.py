@@ -51,8 +51,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="fp8")
     ap.add_argument("--fallback", action="store_true")
     args = ap.parse_args()
-    copy_bw = measure_copy_bandwidth()
-    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
+    figures = {}
+    copy_bw = measure_copy_bandwidth(report=figures)
+    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s  ({', '.join(f'{k} {v / 1e12:.3f}' for k, v in figures.items())})", flush=True)
     configs = [Config(**c) for c in json.loads(args.configs)] if args.configs else [
         Config(block_t=bt, tiles_per_program=tp, num_warps=w, num_stages=s)
         for bt in (64, 128) for tp in (4, 16) for w in (4, 8) for s in (2, 3)]

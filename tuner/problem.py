@@ -174,6 +174,10 @@ class Config(_Canonical):
     block_m: query rows per program (prefill only; decode keeps all next_n rows together).
     dot_dtype: operand dtype of tl.dot. 'native' uses the input dtype (fp8 or bf16); 'fp16' is
       exact for fp8 inputs; 'fp32' is exact for both (used by the CPU interpreter tests).
+    programs_per_sm: 0 = a split grid (B, cdiv(width, block_t * tiles_per_program)) whose
+      programs past a request's length exit at once; k > 0 = a persistent grid of k programs per
+      SM that share out the valid tiles of all requests evenly, reading the schedule from the
+      lengths in device memory (graph-safe: the grid depends on the SM count only).
     orient: which operand is the dot's M side. 'q_rows': scores [query rows * heads, tokens],
       the head sum crosses warps; 'k_rows': scores [tokens, query rows * heads], the head sum
       stays inside a thread quad (no shared-memory round trip).
@@ -186,8 +190,11 @@ class Config(_Canonical):
     block_m: int = 1
     dot_dtype: str = "native"
     orient: str = "q_rows"
+    programs_per_sm: int = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.programs_per_sm, int) or isinstance(self.programs_per_sm, bool) or self.programs_per_sm < 0:
+            raise ValueError(f"programs_per_sm: expected an int >= 0, got {self.programs_per_sm!r}")
         _choice("dot_dtype", self.dot_dtype, DOT_DTYPES)
         _choice("orient", self.orient, ORIENTS)
         for name in ("block_t", "tiles_per_program", "num_warps", "num_stages", "block_m"):
@@ -204,6 +211,8 @@ class Config(_Canonical):
             s += f"_{self.dot_dtype}"
         if self.orient != "q_rows":
             s += "_kr"
+        if self.programs_per_sm:
+            s += f"_p{self.programs_per_sm}"
         return s
 
 

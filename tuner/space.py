@@ -63,6 +63,7 @@ AXES = {
         "block_m": (1,),
         "dot_dtype": ("native", "fp16", "bf16", "fp32"),
         "orient": ("q_rows", "k_rows"),
+        "programs_per_sm": (0, 1, 2, 3, 4, 6, 8),
     },
     Family.PREFILL_RAGGED.value: {
         "block_t": (32, 64, 128, 256),
@@ -72,6 +73,7 @@ AXES = {
         "block_m": (1, 2, 4),
         "dot_dtype": ("native", "fp16", "bf16", "fp32"),
         "orient": ("q_rows", "k_rows"),
+        "programs_per_sm": (0,),
     },
 }
 # The dtypes the tuner searches on a GPU; the others exist for the CPU interpreter.
@@ -119,6 +121,8 @@ def check(problem: Problem, config: Config, target: Target | None = None) -> Non
         raise InfeasibleConfig("page_split", f"block_t={config.block_t} does not divide page {problem.page_size}")
     if problem.is_decode and config.block_t > problem.page_size and config.block_t % problem.page_size:
         raise InfeasibleConfig("page_span", f"block_t={config.block_t} is not a multiple of page {problem.page_size}")
+    if config.programs_per_sm and config.tiles_per_program != 1:
+        raise InfeasibleConfig("unused_knob", "a persistent grid (programs_per_sm > 0) takes tiles_per_program=1")
     if config.block_t * config.tiles_per_program > MAX_CHUNK:
         raise InfeasibleConfig("chunk_too_large", f"{config.block_t * config.tiles_per_program} > {MAX_CHUNK} tokens per program")
     acc = rows * config.block_t // (32 * config.num_warps)
