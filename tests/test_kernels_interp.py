@@ -1,0 +1,242 @@
+"""The rendered kernels under Triton's CPU interpreter (or compiled, on a GPU) against the
+reference: a sample of configs across layouts, dtype paths, page/tile relations, next_n, lens
+modes, orientations, split and persistent grids, and clean_logits.
+
+Every launch writes into a NaN-filled buffer whose rows are padded past max_context_len, so a
+valid position left unwritten or a write past the width shows up. Each decode case runs again
+with the block table poisoned past the valid pages and must give the same bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from tuner.inputs import make_decode_inputs, make_prefill_inputs, poison_block_table
+from tuner.problem import Config, Problem
+from tuner.reference import mqa_logits_ref, paged_mqa_logits_ref, relative_error
+from tuner.render import emit, load_module
+from tuner.space import check
+
+PAD = 3  # extra columns per output row, never to be written
+
+# Triton 3.6's interpreter turns 1-element arrays into ints; numpy warns about it on every loop.
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kernels")
+
+
+def _module(problem: Problem, config: Config, out_dir):
+    check(problem, config)  # the sample must stay inside the space as the space evolves
+    return load_module(emit(problem, config, out_dir))
+
+
+def _padded_nan(rows: int, cols: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    buf = torch.full((rows, cols + PAD), float("nan"), device=device)
+    return buf, buf[:, :cols]
+
+
+def _check_output(buf, out, ref, valid, clean: bool) -> None:
+    assert bool(torch.isnan(buf[:, out.shape[1]:]).all()), "wrote past the output width"
+    assert bool(torch.isfinite(out[valid]).all()), "a valid position was not written (or is not finite)"
+    err = relative_error(out.cpu(), ref.cpu(), valid.cpu())
+    assert err < 1e-3, f"relative error {err:.3g}"
+    if clean:
+        assert torch.equal(torch.isneginf(out), ~valid), "-inf mask differs from the valid rule"
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode over the paged cache.
+
+
+@dataclass(frozen=True)
+class DecodeCase:
+    layout: str  # page_blocked | token_interleaved | none (bf16)
+    page: int
+    block_t: int
+    tiles: int
+    next_n: int
+    heads: int
+    lens_mode: str
+    clean: bool
+    orient: str
+    width: int
+    lens: object = "random"
+    warps: int = 4
+    pps: int = 0  # programs_per_sm: 0 = split grid, k > 0 = persistent grid
+
+    @property
+    def id(self) -> str:
+        rel = "lt" if self.block_t < self.page else ("eq" if self.block_t == self.page else "gt")
+        return (f"{self.layout[:5]}-pg{self.page}-bt{self.block_t}{rel}-tp{self.tiles}-n{self.next_n}-h{self.heads}"
+                f"-{self.lens_mode}-{'clean' if self.clean else 'dirty'}-{self.orient}-p{self.pps}")
+
+
+def _generated_decode_cases() -> list[DecodeCase]:
+    """One case per (layout, page, next_n, lens mode), with the tile/page relation, tiles, grid,
+    orientation, clean_logits, width and lengths rotated through deterministically."""
+    cases = []
+    combos = itertools.product(("page_blocked", "token_interleaved", "none"), (1, 32, 64, 128), (1, 2, 4),
+                               ("1d", "2d"))
+    for i, (layout, page, n, lens_mode) in enumerate(combos):
+        rng = random.Random(i)
+        orient = ("q_rows", "k_rows")[(i + i // 5) % 2]
+        rel = ("lt", "eq", "gt")[i % 3] if page > 1 else "gt"  # block_t >= 16 > a page of 1
+        if rel == "lt":
+            block_t = rng.choice([b for b in (16, 32, 64) if b < page])
+        elif rel == "eq":
+            block_t = page
+        else:
+            block_t = rng.choice([b for b in (16, 32, 64, 128, 256) if page < b <= 2 * max(page, 64)])
+        heads = {1: 16, 2: rng.choice((8, 16)), 4: 8}[n]
+        tiles = (1, 2, 4)[(i // 3) % 3]
+        pps = 0 if i % 4 != 3 else (1, 2, 3)[(i // 4) % 3]
+        if pps:
+            tiles = 1  # a persistent grid walks single tiles
+        width = rng.randint(max(2, page // 2), min(300, 3 * max(page, block_t) + 17)) if page > 1 else rng.randint(2, 60)
+        lens = "random" if i % 5 else tuple(rng.choice((0, 1, width, rng.randint(0, width))) for _ in range(3))
+        cases.append(DecodeCase(layout, page, block_t, tiles, n, heads, lens_mode, bool((i // 2 + i // 8) % 2), orient,
+                                width, lens, warps=(2, 4, 8)[i % 3], pps=pps))
+    return cases
+
+
+DECODE_CASES = _generated_decode_cases() + [
+    DecodeCase("page_blocked", 64, 16, 2, 1, 16, "1d", True, "q_rows", 150),
+    DecodeCase("page_blocked", 64, 64, 1, 2, 8, "2d", True, "k_rows", 200, warps=2),
+    DecodeCase("page_blocked", 32, 64, 2, 4, 8, "1d", False, "q_rows", 170),
+    DecodeCase("page_blocked", 1, 16, 4, 2, 8, "1d", True, "k_rows", 45),
+    DecodeCase("page_blocked", 128, 32, 4, 1, 16, "2d", False, "q_rows", 300, warps=8),
+    DecodeCase("page_blocked", 64, 32, 2, 2, 8, "1d", True, "q_rows", 150, lens=(0, 1, 150)),
+    DecodeCase("token_interleaved", 1, 16, 1, 1, 16, "1d", True, "q_rows", 37),
+    DecodeCase("token_interleaved", 32, 16, 4, 2, 8, "2d", True, "q_rows", 130),
+    DecodeCase("token_interleaved", 64, 128, 1, 4, 8, "2d", False, "k_rows", 200),
+    DecodeCase("token_interleaved", 128, 128, 2, 2, 16, "1d", True, "k_rows", 260),
+    DecodeCase("token_interleaved", 32, 32, 1, 4, 8, "2d", True, "q_rows", 97, lens=(2, 0, 97)),
+    DecodeCase("none", 32, 32, 2, 1, 16, "1d", True, "q_rows", 100),
+    DecodeCase("none", 64, 16, 8, 4, 8, "1d", False, "q_rows", 150),
+    DecodeCase("none", 1, 32, 1, 2, 8, "2d", True, "k_rows", 50),
+    DecodeCase("none", 128, 256, 1, 1, 16, "2d", True, "q_rows", 270),
+    DecodeCase("none", 32, 64, 2, 2, 16, "1d", True, "k_rows", 190),
+    DecodeCase("none", 64, 64, 1, 4, 8, "2d", True, "k_rows", 128, lens=(128, 0, 1)),
+    # Persistent grids: lengths of 0 and 1 next to full ones, so programs straddle requests.
+    DecodeCase("page_blocked", 64, 32, 1, 2, 8, "1d", True, "q_rows", 200, lens=(0, 200, 1), pps=1),
+    DecodeCase("token_interleaved", 32, 64, 1, 1, 16, "2d", True, "k_rows", 150, lens=(150, 3, 0), pps=3),
+    DecodeCase("none", 1, 16, 1, 4, 8, "1d", True, "q_rows", 40, lens=(1, 0, 40), pps=2),
+]
+
+
+def test_decode_sample_covers_the_axes():
+    cases = DECODE_CASES
+    assert {c.layout for c in cases} == {"page_blocked", "token_interleaved", "none"}
+    assert {c.page for c in cases} == {1, 32, 64, 128}
+    assert {c.next_n for c in cases} >= {1, 2, 4}  # next_n=3 is outside the space (3*H rows is no power of two)
+    assert {c.lens_mode for c in cases} == {"1d", "2d"}
+    assert {c.clean for c in cases} == {True, False}
+    assert {c.orient for c in cases} == {"q_rows", "k_rows"}
+    assert {c.pps for c in cases} >= {0, 1, 2, 3}
+    assert {c.layout for c in cases if c.pps} == {"page_blocked", "token_interleaved", "none"}
+    for layout in ("page_blocked", "token_interleaved", "none"):
+        rel = {(c.block_t > c.page) - (c.block_t < c.page) for c in cases if c.layout == layout}
+        assert rel == {-1, 0, 1}, layout
+
+
+@pytest.mark.parametrize("case", DECODE_CASES, ids=[c.id for c in DECODE_CASES])
+def test_decode_kernel_matches_reference(case: DecodeCase, kernel_dir, device, dot_dtype_for):
+    dtype = "bf16" if case.layout == "none" else "fp8"
+    problem = Problem(q_dtype=dtype, cache_dtype=dtype, scale_layout=case.layout, page_size=case.page,
+                      heads=case.heads, head_dim=32, next_n=case.next_n, lens_mode=case.lens_mode)
+    config = Config(block_t=case.block_t, tiles_per_program=case.tiles, num_warps=case.warps, num_stages=2,
+                    dot_dtype=dot_dtype_for(dtype), orient=case.orient, programs_per_sm=case.pps)
+    module = _module(problem, config, kernel_dir)
+    batch = 3
+    lens = list(case.lens) if isinstance(case.lens, tuple) else case.lens
+    inp = make_decode_inputs(problem, batch, case.width, lens, seed=case.width + case.page, device=device)
+    rows = batch * case.next_n
+
+    buf, out = _padded_nan(rows, case.width, device)
+    module.launch(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, out, case.width, case.clean)
+    ref = paged_mqa_logits_ref(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in inp.args()],
+                               scale_layout=inp.scale_layout)
+    valid = inp.valid_mask()
+    _check_output(buf, out, ref.to(device), valid, case.clean)
+
+    poisoned = poison_block_table(inp)  # a no-op when every request fills its table
+    buf2, out2 = _padded_nan(rows, case.width, device)
+    module.launch(poisoned.q, poisoned.kv_cache, poisoned.weights, poisoned.context_lens, poisoned.block_table, out2,
+                  case.width, case.clean)
+    torch.testing.assert_close(buf2, buf, rtol=0, atol=0, equal_nan=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prefill over ragged K.
+
+
+@dataclass(frozen=True)
+class PrefillCase:
+    dtype: str
+    block_t: int
+    tiles: int
+    block_m: int
+    heads: int
+    rows: int
+    keys: int
+    windows: str
+    num_seqs: int
+    clean: bool
+    orient: str
+
+    @property
+    def id(self) -> str:
+        return (f"{self.dtype}-bt{self.block_t}-tp{self.tiles}-m{self.block_m}-h{self.heads}-r{self.rows}-k{self.keys}"
+                f"-{self.windows}{self.num_seqs}-{'clean' if self.clean else 'dirty'}-{self.orient}")
+
+
+def _generated_prefill_cases() -> list[PrefillCase]:
+    cases = []
+    for i, (dtype, block_m, orient, clean) in enumerate(
+            itertools.product(("fp8", "bf16"), (1, 2, 4), ("q_rows", "k_rows"), (True, False))):
+        rng = random.Random(1000 + i)
+        heads = 16 if block_m == 1 else rng.choice((8, 16))
+        rows = rng.randint(1, 14)
+        keys = rng.randint(rows, 260)
+        windows = ("random", "causal")[i % 2]
+        num_seqs = rng.randint(1, rows) if windows == "causal" else 1
+        cases.append(PrefillCase(dtype, rng.choice((32, 64, 128, 256)), rng.choice((1, 2, 4)), block_m, heads, rows,
+                                 keys, windows, num_seqs, clean, orient))
+    return cases
+
+
+PREFILL_CASES = _generated_prefill_cases() + [
+    PrefillCase("fp8", 32, 2, 1, 16, 13, 150, "random", 1, True, "q_rows"),
+    PrefillCase("fp8", 64, 1, 2, 8, 11, 140, "causal", 2, True, "k_rows"),
+    PrefillCase("fp8", 128, 2, 4, 8, 10, 200, "causal", 1, False, "q_rows"),
+    PrefillCase("fp8", 32, 1, 4, 16, 5, 60, "random", 1, True, "k_rows"),
+    PrefillCase("bf16", 32, 4, 2, 8, 9, 100, "random", 1, True, "q_rows"),
+    PrefillCase("bf16", 64, 2, 1, 16, 7, 90, "causal", 3, True, "k_rows"),
+    PrefillCase("bf16", 256, 1, 4, 16, 12, 300, "random", 1, False, "q_rows"),
+]
+
+
+@pytest.mark.parametrize("case", PREFILL_CASES, ids=[c.id for c in PREFILL_CASES])
+def test_prefill_kernel_matches_reference(case: PrefillCase, kernel_dir, device, dot_dtype_for):
+    layout = "page_blocked" if case.dtype == "fp8" else "none"
+    problem = Problem(family="prefill_ragged", q_dtype=case.dtype, cache_dtype=case.dtype, scale_layout=layout,
+                      page_size=0, heads=case.heads, head_dim=32)
+    config = Config(block_t=case.block_t, tiles_per_program=case.tiles, block_m=case.block_m, num_warps=4,
+                    num_stages=2, dot_dtype=dot_dtype_for(case.dtype), orient=case.orient)
+    module = _module(problem, config, kernel_dir)
+    inp = make_prefill_inputs(problem, case.rows, case.keys, case.windows, seed=case.rows, device=device,
+                              num_seqs=case.num_seqs)
+    k = inp.kv[0]
+    k_scale = inp.kv[1] if case.dtype == "fp8" else None
+    buf, out = _padded_nan(case.rows, case.keys, device)
+    module.launch(inp.q, k, k_scale, inp.weights, inp.cu_seqlen_ks, inp.cu_seqlen_ke, out, case.clean)
+    ref = mqa_logits_ref(*inp.args())
+    _check_output(buf, out, ref, inp.valid_mask(), case.clean)
