@@ -108,6 +108,10 @@ class Problem(_Canonical):
     lens_mode: str = LensMode.ONE_D.value
 
     def __post_init__(self) -> None:
+        for name in ("page_size", "heads", "head_dim", "next_n"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name}: expected an int, got {value!r}")
         object.__setattr__(self, "family", _enum_value("family", self.family, Family))
         object.__setattr__(self, "scale_layout", _enum_value("scale_layout", self.scale_layout, ScaleLayout))
         object.__setattr__(self, "lens_mode", _enum_value("lens_mode", self.lens_mode, LensMode))
