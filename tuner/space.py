@@ -83,11 +83,22 @@ MAX_CHUNK = 16384  # tokens one program may own; keeps the grid's second dim far
 
 
 def default_config(problem: Problem, dot_dtype: str = "native") -> Config:
-    """The family default: what runs where nothing was tuned. It fits every target's limits."""
+    """The family default: what runs where nothing was tuned. It fits every target's limits.
+
+    Decode: the best general config of the H200 sweeps (docs/PERF.md, v2): the key tile on the
+    dot's M side (`k_rows`), 128 tokens per tile for 64 query rows, fewer when next_n * heads
+    grows so the accumulator stays within 64 fp32 registers per thread at 4 warps.
+    """
     if problem.is_decode:
-        return Config(block_t=64, tiles_per_program=4, num_warps=4, num_stages=2, block_m=1, dot_dtype=dot_dtype)
+        rows = problem.next_n * problem.heads
+        block_t = max(16, min(128, 8192 // max(rows, 1)))
+        if problem.page_size > block_t and problem.page_size % block_t:
+            block_t = 16
+        return Config(block_t=block_t, tiles_per_program=4, num_warps=4, num_stages=2, block_m=1,
+                      dot_dtype=dot_dtype, orient="k_rows")
     block_m = max(1, 128 // problem.heads)
-    return Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=2, block_m=block_m, dot_dtype=dot_dtype)
+    return Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=2, block_m=block_m, dot_dtype=dot_dtype,
+                  orient="k_rows")
 
 
 def _dot_bytes(problem: Problem, config: Config) -> int:
