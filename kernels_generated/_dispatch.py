@@ -1,0 +1,447 @@
+"""Which frozen kernel runs a call: dispatch tables, their validation, and the fallback ladder.
+
+Imports only torch and this package (the generated modules it loads import torch and triton).
+
+Layout on disk (the table directory is this package's folder, or $INDEXER_LOGITS_TABLE_DIR):
+
+    <dir>/<gpu_slug>/dispatch.json   tuned on that GPU (slug of torch.cuda.get_device_name)
+    <dir>/<gpu_slug>/<variant>.py    the frozen modules it names
+    <dir>/default/dispatch.json      family defaults for any GPU (and CPU-interpreter variants)
+
+The ladder for one call (problem, bucket), with INDEXER_LOGITS_BACKEND=auto:
+  1. exact: the current GPU's table has an entry for this problem and bucket;
+  2. nearest: its entry for this problem at the nearest bucket (log-distance in batch, context);
+  3. default: the family default for the problem (the GPU table's "defaults", then default/'s);
+  4. reference: the torch reference, with a one-time warning.
+A module whose sha256 differs from its table, a table with a wrong format, or a table made for
+another GPU is refused with a warning naming the file, and the ladder goes on to the next rung.
+The choice is cached per (device, problem, bucket, backend, table dir): after the first call
+for a shape, a call does no file I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import re
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+import torch
+
+FORMAT = 1
+TABLE_FILE = "dispatch.json"
+DEFAULT_SLUG = "default"
+CPU_SLUG = "cpu"
+ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
+ENV_TABLE_DIR = "INDEXER_LOGITS_TABLE_DIR"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# The problem fields, exactly those of tuner.problem.Problem (the key hashes all of them).
+PROBLEM_FIELDS = ("family", "q_dtype", "cache_dtype", "page_size", "scale_layout", "heads", "head_dim",
+                  "next_n", "lens_mode")
+# tl.dot operand dtypes the CPU interpreter computes exactly, per cache dtype (it gets bf16 and
+# fp8 dots wrong): only these variants are chosen for CPU tensors.
+INTERPRETER_DOT_DTYPES = {"fp8": ("fp16", "fp32"), "bf16": ("fp32",)}
+_VARIANT_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
+
+
+class Backend(str, enum.Enum):
+    """INDEXER_LOGITS_BACKEND: which path serves a call (for A/B tests and rollback)."""
+
+    AUTO = "auto"  # the whole ladder: exact, nearest, default, reference
+    TUNED = "tuned"  # only the current GPU's tuned table (exact or nearest bucket); error if none
+    DEFAULT = "default"  # only the family default; error if none
+    REFERENCE = "reference"  # always the torch reference (slow; no warning)
+
+    @classmethod
+    def parse(cls, value: Optional[str]) -> "Backend":
+        text = (value or "auto").strip().lower() or "auto"
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"{ENV_BACKEND}: expected one of {[b.value for b in cls]}, got {value!r}") from None
+
+    @classmethod
+    def from_env(cls) -> "Backend":
+        return cls.parse(os.environ.get(ENV_BACKEND))
+
+
+class DispatchTableError(ValueError):
+    """A dispatch table or module that must not be used (wrong format, foreign GPU, tampered file)."""
+
+
+class DispatchWarning(RuntimeWarning):
+    """A rung of the ladder was skipped, or the call fell back to the reference."""
+
+
+class NoKernelError(RuntimeError):
+    """A forced backend (INDEXER_LOGITS_BACKEND=tuned|default) has no kernel for the call."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Identities shared with the tuner (tests check they agree with tuner.problem / tuner.envinfo).
+
+
+def slugify(name: str) -> str:
+    """The directory name of a GPU's table: 'NVIDIA H200' -> 'nvidia_h200'."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "unknown"
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def problem_key(problem: dict) -> str:
+    """sha256 of the problem's canonical JSON: equal to tuner.problem.Problem(**problem).key."""
+    missing = [f for f in PROBLEM_FIELDS if f not in problem]
+    if missing:
+        raise ValueError(f"problem: missing fields {missing}")
+    return hashlib.sha256(canonical_json({f: problem[f] for f in PROBLEM_FIELDS}).encode()).hexdigest()
+
+
+def decode_problem(cache_dtype: str, page_size: int, scale_layout: str, heads: int, head_dim: int, next_n: int,
+                   lens_2d: bool) -> dict:
+    return {"family": "decode_paged", "q_dtype": cache_dtype, "cache_dtype": cache_dtype, "page_size": page_size,
+            "scale_layout": scale_layout, "heads": heads, "head_dim": head_dim, "next_n": next_n,
+            "lens_mode": "2d" if lens_2d else "1d"}
+
+
+def prefill_problem(cache_dtype: str, heads: int, head_dim: int) -> dict:
+    return {"family": "prefill_ragged", "q_dtype": cache_dtype, "cache_dtype": cache_dtype, "page_size": 0,
+            "scale_layout": "none" if cache_dtype == "bf16" else "page_blocked", "heads": heads,
+            "head_dim": head_dim, "next_n": 1, "lens_mode": "1d"}
+
+
+def bucket_distance(a: tuple[int, int], b: tuple[int, int]) -> float:
+    """Log-distance between (batch, context) buckets: ratios matter, not differences."""
+    return math.hypot(math.log(a[0]) - math.log(b[0]), math.log(a[1]) - math.log(b[1]))
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables.
+
+
+def table_root() -> Path:
+    value = os.environ.get(ENV_TABLE_DIR)
+    return Path(value).resolve() if value else PACKAGE_DIR
+
+
+def _fail(path: Path, msg: str):
+    raise DispatchTableError(f"{path}: {msg}")
+
+
+def validate_table(table: Any, path: Path, expect_slug: Optional[str] = None,
+                   compute_capability: Optional[str] = None) -> dict:
+    """Check a parsed table's structure and that it was made for this GPU; return it."""
+    if not isinstance(table, dict):
+        _fail(path, f"expected a JSON object, got {type(table).__name__}")
+    if table.get("format") != FORMAT:
+        _fail(path, f"format: expected {FORMAT}, got {table.get('format')!r} (re-emit it with this tool version)")
+    for name in ("provenance", "modules", "entries", "defaults"):
+        if name not in table:
+            _fail(path, f"missing the {name!r} section")
+    prov, modules = table["provenance"], table["modules"]
+    if not isinstance(prov, dict) or not isinstance(modules, dict) or not isinstance(table["entries"], list):
+        _fail(path, "provenance and modules must be objects, entries a list")
+    slug = prov.get("gpu_slug")
+    if expect_slug is not None and slug != expect_slug:
+        _fail(path, f"made for GPU {slug!r} ({prov.get('gpu_name', '?')}), not for {expect_slug!r}: refusing a foreign table")
+    table_cc = prov.get("compute_capability")
+    if compute_capability and table_cc and slug != DEFAULT_SLUG and table_cc != compute_capability:
+        _fail(path, f"made for compute capability {table_cc}, this GPU is {compute_capability}: refusing a foreign table")
+    for variant, info in modules.items():
+        if not isinstance(info, dict) or not all(k in info for k in ("file", "sha256", "problem", "config")):
+            _fail(path, f"modules[{variant!r}]: expected file, sha256, problem and config")
+        if not _VARIANT_FILE.match(str(info["file"])):
+            _fail(path, f"modules[{variant!r}]: file {info['file']!r} must be a plain module file name")
+    for i, e in enumerate(table["entries"]):
+        if not isinstance(e, dict) or e.get("variant") not in modules:
+            _fail(path, f"entries[{i}]: variant {e.get('variant') if isinstance(e, dict) else e!r} is not in modules")
+        b = e.get("bucket")
+        if not (isinstance(b, dict) and isinstance(b.get("batch"), int) and isinstance(b.get("context"), int)
+                and b["batch"] >= 1 and b["context"] >= 1):
+            _fail(path, f"entries[{i}]: expected bucket {{batch, context}} of positive ints, got {b!r}")
+        try:
+            key = problem_key(e.get("problem") or {})
+        except (ValueError, TypeError) as exc:
+            _fail(path, f"entries[{i}]: {exc}")
+        if e.get("problem_key") != key:
+            _fail(path, f"entries[{i}]: problem_key does not match its problem")
+    for section in ("defaults", "interpreter_defaults"):
+        if not isinstance(table.get(section) or {}, dict):
+            _fail(path, f"{section}: expected an object {{problem_key: variant}}")
+        for key, variant in (table.get(section) or {}).items():
+            if variant not in modules:
+                _fail(path, f"{section}[{key[:12]}...]: variant {variant!r} is not in modules")
+            if problem_key(modules[variant]["problem"]) != key:
+                _fail(path, f"{section}[{key[:12]}...]: key does not match module {variant!r}'s problem")
+    return table
+
+
+def load_table(path: Path, expect_slug: Optional[str] = None, compute_capability: Optional[str] = None) -> dict:
+    """Read and validate a dispatch.json; raises DispatchTableError with the file's path."""
+    path = Path(path)
+    try:
+        table = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DispatchTableError(f"{path}: not valid JSON ({exc})") from None
+    return validate_table(table, path, expect_slug, compute_capability)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+_MODULES_LOCK = threading.Lock()
+
+
+def load_kernel(table_dir: Path, variant: str, info: dict) -> ModuleType:
+    """Import a table's module after checking its sha256; the module name carries the hash and
+    the interpreter flag, so equal files share one import and a changed file never reuses one."""
+    path = Path(table_dir) / info["file"]
+    if not path.is_file():
+        raise DispatchTableError(f"{path}: module file named by the table is missing")
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != info["sha256"]:
+        raise DispatchTableError(
+            f"{path}: sha256 {digest[:16]}... does not match the table's {str(info['sha256'])[:16]}...: "
+            "refusing a modified module (re-emit, or restore the shipped file)")
+    name = f"_indexer_logits_kernel__{variant}__{digest[:16]}{'__interp' if interpreting() else ''}"
+    with _MODULES_LOCK:
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+    if getattr(module, "VARIANT", None) != variant or not callable(getattr(module, "launch", None)):
+        raise DispatchTableError(f"{path}: expected a generated module with VARIANT={variant!r} and launch()")
+    return module
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection.
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What serves a (device, problem, bucket): the rung, and the launcher when it is a kernel."""
+
+    rung: str  # "exact" | "nearest" | "default" | "reference"
+    problem: dict
+    bucket: tuple[int, int]
+    variant: Optional[str] = None
+    table: Optional[str] = None  # the dispatch.json it came from
+    entry_bucket: Optional[tuple[int, int]] = None  # the tuned entry's bucket (exact / nearest)
+    launch: Optional[Callable] = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.rung == "reference"
+
+
+@dataclass(frozen=True)
+class _Device:
+    key: str  # "cpu" or "cuda:0"
+    slug: str
+    compute_capability: Optional[str]
+    is_cpu: bool
+
+
+_DEVICES: dict[str, _Device] = {}
+_TABLES: dict[tuple, Any] = {}  # dict, None (absent) or the DispatchTableError
+_SELECTIONS: dict[tuple, Selection] = {}
+_WARNED: set[str] = set()
+_LOCK = threading.RLock()
+
+
+def _device_info(device: torch.device) -> _Device:
+    key = str(device)
+    info = _DEVICES.get(key)
+    if info is None:
+        if device.type == "cuda":
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            major, minor = torch.cuda.get_device_capability(index)
+            info = _Device(key, slugify(torch.cuda.get_device_name(index)), f"{major}.{minor}", False)
+        elif device.type == "cpu":
+            info = _Device(key, CPU_SLUG, None, True)
+        else:
+            info = _Device(key, slugify(device.type), None, False)
+        _DEVICES[key] = info
+    return info
+
+
+def _caller_stacklevel() -> int:
+    """The stack level of the first frame outside this package (the caller's line in warnings)."""
+    level, frame = 1, sys._getframe(1)
+    here = str(PACKAGE_DIR)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        level += 1
+        frame = frame.f_back
+    return level
+
+
+def warn_once(key: str, message: str) -> None:
+    with _LOCK:
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+    warnings.warn(message, DispatchWarning, stacklevel=_caller_stacklevel())
+
+
+def clear_cache() -> None:
+    """Forget loaded tables, selections and issued warnings (tests; after replacing tables)."""
+    with _LOCK:
+        _DEVICES.clear()
+        _TABLES.clear()
+        _SELECTIONS.clear()
+        _WARNED.clear()
+
+
+def _table(root: Path, slug: str, dev: _Device, strict: bool) -> Optional[dict]:
+    """The validated table of `slug` under root (cached), None when absent or refused."""
+    key = (str(root), slug, dev.compute_capability)
+    if key not in _TABLES:
+        path = root / slug / TABLE_FILE
+        try:
+            _TABLES[key] = load_table(path, slug, dev.compute_capability) if path.is_file() else None
+        except DispatchTableError as exc:
+            _TABLES[key] = exc
+    table = _TABLES[key]
+    if isinstance(table, DispatchTableError):
+        if strict:
+            raise table
+        warn_once(f"table:{root / slug}", f"indexer logits: {table}; using the next rung of the ladder")
+        return None
+    return table
+
+
+def _usable(info: dict, interp: bool) -> bool:
+    """Under the interpreter, only variants whose dot dtype it computes exactly."""
+    if not interp:
+        return True
+    return info["config"].get("dot_dtype") in INTERPRETER_DOT_DTYPES.get(info["problem"].get("cache_dtype"), ())
+
+
+def _try_load(root: Path, slug: str, table: dict, variant: str, strict: bool) -> Optional[ModuleType]:
+    try:
+        return load_kernel(root / slug, variant, table["modules"][variant])
+    except DispatchTableError as exc:
+        if strict:
+            raise
+        warn_once(f"module:{root / slug / table['modules'][variant]['file']}",
+                  f"indexer logits: {exc}; using the next rung of the ladder")
+        return None
+
+
+def _tuned(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: bool,
+           interp: bool) -> Optional[Selection]:
+    table = _table(root, dev.slug, dev, strict)
+    if table is None:
+        return None
+    cands = []
+    for e in table["entries"]:
+        if e["problem_key"] != pkey or not _usable(table["modules"][e["variant"]], interp):
+            continue
+        eb = (e["bucket"]["batch"], e["bucket"]["context"])
+        cands.append((eb != bucket, bucket_distance(eb, bucket), eb, e["variant"]))
+    for not_exact, _, eb, variant in sorted(cands):
+        module = _try_load(root, dev.slug, table, variant, strict)
+        if module is not None:
+            return Selection("nearest" if not_exact else "exact", problem, bucket, variant,
+                             str(root / dev.slug / TABLE_FILE), eb, module.launch)
+    return None
+
+
+def _default(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: bool,
+             interp: bool) -> Optional[Selection]:
+    section = "interpreter_defaults" if interp else "defaults"
+    for slug in dict.fromkeys((dev.slug, DEFAULT_SLUG)):
+        strict_here = strict and slug == DEFAULT_SLUG  # a forced default ignores a broken tuned table
+        table = _table(root, slug, dev, strict_here)
+        if table is None:
+            continue
+        variant = (table.get(section) or {}).get(pkey)
+        if variant is None or not _usable(table["modules"][variant], interp):
+            continue
+        module = _try_load(root, slug, table, variant, strict_here)
+        if module is not None:
+            return Selection("default", problem, bucket, variant, str(root / slug / TABLE_FILE), None, module.launch)
+    return None
+
+
+def _describe(problem: dict, bucket) -> str:
+    p = problem
+    what = f"{p['family']} {p['cache_dtype']} H={p['heads']} D={p['head_dim']}"
+    if p["family"] == "decode_paged":
+        what += f" page={p['page_size']} {p['scale_layout']} next_n={p['next_n']} lens={p['lens_mode']}"
+    return f"{what} (batch {bucket[0]}, context {bucket[1]})"
+
+
+def select(device: torch.device, problem: dict, bucket: tuple[int, int],
+           backend: Optional[Backend] = None) -> Selection:
+    """The kernel (or the reference) that serves this call; cached after the first call."""
+    backend = Backend.from_env() if backend is None else backend
+    root = table_root()
+    interp = interpreting()
+    fields = tuple(problem[f] for f in PROBLEM_FIELDS)
+    key = (str(device), fields, bucket, backend, str(root), interp)
+    hit = _SELECTIONS.get(key)
+    if hit is not None:
+        return hit
+    with _LOCK:
+        hit = _SELECTIONS.get(key)
+        if hit is None:
+            hit = _select(device, problem, bucket, backend, root, interp)
+            _SELECTIONS[key] = hit
+    return hit
+
+
+def _select(device, problem, bucket, backend: Backend, root: Path, interp: bool) -> Selection:
+    dev = _device_info(torch.device(device))
+    pkey = problem_key(problem)
+    what = _describe(problem, bucket)
+    if backend is Backend.REFERENCE:
+        return Selection("reference", problem, bucket)
+    if dev.is_cpu and not interp:
+        if backend is not Backend.AUTO:
+            raise NoKernelError(f"{ENV_BACKEND}={backend.value}: Triton kernels need a GPU, or TRITON_INTERPRET=1 "
+                                "for CPU tensors")
+        warn_once(f"cpu-no-interp:{pkey}", f"indexer logits: {what}: CPU tensors without TRITON_INTERPRET=1 run "
+                  "the torch reference (set TRITON_INTERPRET=1 before importing to run the kernels interpreted)")
+        return Selection("reference", problem, bucket)
+    strict = backend is not Backend.AUTO
+    if backend in (Backend.AUTO, Backend.TUNED):
+        sel = _tuned(root, dev, pkey, problem, bucket, strict and backend is Backend.TUNED, interp)
+        if sel is not None:
+            return sel
+        if backend is Backend.TUNED:
+            raise NoKernelError(f"{ENV_BACKEND}=tuned: no tuned entry for {what} in "
+                                f"{root / dev.slug / TABLE_FILE}")
+    sel = _default(root, dev, pkey, problem, bucket, strict, interp)
+    if sel is not None:
+        return sel
+    if backend is Backend.DEFAULT:
+        raise NoKernelError(f"{ENV_BACKEND}=default: no family default for {what} under {root}")
+    warn_once(f"reference:{pkey}", f"indexer logits: no kernel for {what} on {dev.key} ({dev.slug}) in {root}; "
+              "running the torch reference (slow, and not CUDA-graph capturable)")
+    return Selection("reference", problem, bucket)

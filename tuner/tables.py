@@ -1,0 +1,251 @@
+"""From the trial store to what users take away: frozen modules and a dispatch table per GPU.
+
+`emit_gpu` writes `<out>/<gpu_slug>/`: one module per distinct winning variant (rendered with
+tuner.render.emit; nothing is autotuned at import or call time) and `dispatch.json`.
+`emit_defaults` writes `<out>/default/`: the family defaults of the common problems, for GPUs
+with no tuned table, plus their CPU-interpreter twins. Both are deterministic: the same store
+gives the same bytes (the table's time is the latest trial's, never the clock), files are
+written only when different, and modules a table no longer names are removed.
+
+The table format (FORMAT = 1) is documented in docs/RUNTIME.md and validated on load by
+kernels_generated._dispatch.validate_table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from kernels_generated import _dispatch
+from . import __version__
+from .problem import Config, Problem, variant_name
+from .render import emit as render_emit
+from .render import template_hash, write_if_different
+from .space import TARGETS, InfeasibleConfig, check, default_config
+from .store import Store
+
+FORMAT = _dispatch.FORMAT
+TABLE_FILE = _dispatch.TABLE_FILE
+DEFAULT_SLUG = _dispatch.DEFAULT_SLUG
+FAMILIES = ("decode_paged", "prefill_ragged")
+_MODULE_FILE = re.compile(r"^(decode_paged|prefill_ragged)__.+\.py$")
+
+# The problems served by family defaults: DeepSeek-V3.2/V4's H=64, D=128, page 64.
+DEFAULT_HEADS, DEFAULT_HEAD_DIM, DEFAULT_PAGE = 64, 128, 64
+
+
+def default_problems() -> list[Problem]:
+    out = []
+    for dtype in ("fp8", "bf16"):
+        layout = "page_blocked" if dtype == "fp8" else "none"
+        for next_n in range(1, 5):
+            for lens_mode in ("1d", "2d"):
+                out.append(Problem("decode_paged", dtype, dtype, DEFAULT_PAGE, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM,
+                                   next_n, lens_mode))
+        out.append(Problem("prefill_ragged", dtype, dtype, 0, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM, 1, "1d"))
+    return out
+
+
+def interpreter_dot_dtype(problem: Problem) -> str:
+    """The tl.dot dtype the CPU interpreter computes exactly: fp16 for fp8 inputs, fp32 for bf16."""
+    return "fp16" if problem.cache_dtype == "fp8" else "fp32"
+
+
+@dataclass
+class EmitResult:
+    slug: str
+    directory: Path
+    entries: int
+    modules: int
+    written: list[str] = field(default_factory=list)  # files whose bytes changed
+    removed: list[str] = field(default_factory=list)  # modules no table names any more
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.written or self.removed)
+
+
+def table_text(table: dict) -> str:
+    return json.dumps(table, sort_keys=True, indent=1, ensure_ascii=True) + "\n"
+
+
+def _fits(problem: Problem, config: Config) -> list[str]:
+    """The targets whose static limits (shared memory, registers) this point fits."""
+    fits = []
+    for name, target in sorted(TARGETS.items(), key=lambda kv: kv[1].capability):
+        try:
+            check(problem, config, target)
+            fits.append(name)
+        except InfeasibleConfig:
+            pass
+    return fits
+
+
+def _module_info(problem: Problem, config: Config, path: Path) -> dict:
+    return {"file": path.name, "sha256": _dispatch.file_sha256(path), "problem": problem.to_dict(),
+            "problem_key": problem.key, "config": config.to_dict(), "fits_targets": _fits(problem, config)}
+
+
+def _one_or_all(values: Iterable) -> object:
+    vals = sorted({v for v in values if v not in (None, "")}, key=str)
+    return vals[0] if len(vals) == 1 else (vals or "")
+
+
+def _write_dir(directory: Path, table: dict, module_files: set[str], result: EmitResult) -> None:
+    for path in sorted(directory.glob("*.py")):
+        if _MODULE_FILE.match(path.name) and path.name not in module_files:
+            path.unlink()
+            result.removed.append(path.name)
+    if write_if_different(directory / TABLE_FILE, table_text(table)):
+        result.written.append(TABLE_FILE)
+    _dispatch.validate_table(json.loads((directory / TABLE_FILE).read_text()), directory / TABLE_FILE,
+                             table["provenance"]["gpu_slug"])
+
+
+def _render_into(problem: Problem, config: Config, directory: Path, result: EmitResult) -> Path:
+    path = directory / f"{variant_name(problem, config)}.py"
+    before = path.read_bytes() if path.exists() else None
+    render_emit(problem, config, directory)
+    if path.read_bytes() != before:
+        result.written.append(path.name)
+    return path
+
+
+def gpu_slugs(store: Store) -> list[str]:
+    rows = store.db.execute("select distinct gpu_slug from trials where status = 'ok' and score_ms is not null")
+    return sorted(r[0] for r in rows.fetchall())
+
+
+def _fresh_winners(store: Store, slug: str, hashes: dict[str, str], notes: list[str]) -> list[dict]:
+    """Store.winners, except that a winner measured with another version of its template (its
+    module would not be the code that was timed) gives way to the best trial of this version."""
+    winners = store.winners(slug)
+    out = []
+    for w in winners:
+        current = hashes[w["family"]]
+        if w["template_hash"] == current:
+            out.append(w)
+            continue
+        rows = store.trials("gpu_slug = ? and status = 'ok' and score_ms is not null and problem_key = ? "
+                            "and bucket_batch = ? and bucket_context = ? and template_hash = ?",
+                            [slug, w["problem_key"], w["bucket_batch"], w["bucket_context"], current])
+        where = f"{Problem.from_json(w['problem_json']).slug} b{w['bucket_batch']}_c{w['bucket_context']}"
+        if rows:
+            best = min(rows, key=lambda r: (r["score_ms"], r["trial_key"]))
+            notes.append(f"{where}: winner {w['variant']} was timed with template {w['template_hash'][:12]}; "
+                         f"using the best trial of the current template, {best['variant']}")
+            out.append(best)
+        else:
+            notes.append(f"{where}: skipped, every ok trial was timed with an older template "
+                         f"({w['template_hash'][:12]}); re-tune it")
+    return out
+
+
+def build_gpu_table(store: Store, slug: str, directory: Path, result: EmitResult) -> tuple[dict, set[str]]:
+    hashes = {f: template_hash(f) for f in FAMILIES}
+    winners = _fresh_winners(store, slug, hashes, result.notes)
+    modules: dict[str, dict] = {}
+    entries = []
+    for w in winners:
+        problem = Problem.from_json(w["problem_json"])
+        config = Config.from_json(w["config_json"])
+        variant = variant_name(problem, config)
+        if variant not in modules:
+            modules[variant] = _module_info(problem, config, _render_into(problem, config, directory, result))
+        entries.append({
+            "problem_key": problem.key, "problem": problem.to_dict(),
+            "bucket": {"batch": int(w["bucket_batch"]), "context": int(w["bucket_context"])},
+            "variant": variant, "timer": w["timer"], "trial_key": w["trial_key"], "run_id": w["run_id"],
+            "p20_ms": w["p20_ms"], "p50_ms": w["p50_ms"], "p80_ms": w["p80_ms"],
+            "partial_p50_ms": w["partial_p50_ms"], "floor_ms": w["floor_ms"],
+            "frac_of_floor": w["frac_of_floor"], "partial_frac_of_floor": w["partial_frac_of_floor"],
+            "pct_of_floor": None if w["frac_of_floor"] is None else round(100.0 * w["frac_of_floor"], 2),
+            "rel_err": w["rel_err"], "registers": w["registers"], "spills": w["spills"],
+            "shared_bytes": w["shared_bytes"],
+        })
+    entries.sort(key=lambda e: (e["problem"]["family"], json.dumps(e["problem"], sort_keys=True),
+                                e["bucket"]["batch"], e["bucket"]["context"]))
+    latest = store.db.execute("select max(created_at) from trials where gpu_slug = ?", [slug]).fetchone()[0]
+    provenance = {
+        "kind": "tuned",
+        "gpu_slug": slug,
+        "gpu_name": _one_or_all(w["gpu_name"] for w in winners),
+        "compute_capability": _one_or_all(w["compute_capability"] for w in winners),
+        "sm_count": _one_or_all(w["sm_count"] for w in winners),
+        "driver": _one_or_all(w["driver"] for w in winners),
+        "cuda_version": _one_or_all(w["cuda_version"] for w in winners),
+        "torch_version": _one_or_all(w["torch_version"] for w in winners),
+        "triton_version": _one_or_all(w["triton_version"] for w in winners),
+        "tuned_with_tool_version": _one_or_all(w["tool_version"] for w in winners),
+        "tool_version": __version__,
+        "template_hashes": hashes,
+        "tuned_at": latest or "",
+        "timers": sorted({w["timer"] for w in winners}),
+        "run_ids": sorted({w["run_id"] for w in winners}),
+        "notes": list(result.notes),
+        "selection": "best ok trial per (problem, bucket) by score_ms (p50 + partial p50 for decode), "
+                     "every one checked against the reference, CUDA-graph replay and a poisoned block table",
+    }
+    table = {"format": FORMAT, "provenance": provenance, "modules": modules, "entries": entries, "defaults": {}}
+    return table, {m["file"] for m in modules.values()}
+
+
+def emit_gpu(store: Store, slug: str, out_root: Path) -> EmitResult:
+    directory = Path(out_root) / slug
+    directory.mkdir(parents=True, exist_ok=True)
+    result = EmitResult(slug, directory, 0, 0)
+    table, files = build_gpu_table(store, slug, directory, result)
+    result.entries, result.modules = len(table["entries"]), len(table["modules"])
+    _write_dir(directory, table, files, result)
+    return result
+
+
+def emit_defaults(out_root: Path) -> EmitResult:
+    directory = Path(out_root) / DEFAULT_SLUG
+    directory.mkdir(parents=True, exist_ok=True)
+    result = EmitResult(DEFAULT_SLUG, directory, 0, 0)
+    modules, defaults, interp, skipped = {}, {}, {}, []
+    for problem in default_problems():
+        for dot, section in (("native", defaults), (interpreter_dot_dtype(problem), interp)):
+            config = default_config(problem, dot)
+            try:
+                check(problem, config)
+            except InfeasibleConfig as exc:
+                if dot == "native":
+                    skipped.append({"problem": problem.to_dict(), "problem_slug": problem.slug, "reason": str(exc)})
+                continue
+            variant = variant_name(problem, config)
+            modules[variant] = _module_info(problem, config, _render_into(problem, config, directory, result))
+            section[problem.key] = variant
+    native = [m for m in modules.values() if m["config"]["dot_dtype"] == "native"]
+    provenance = {
+        "kind": "defaults",
+        "gpu_slug": DEFAULT_SLUG,
+        "tool_version": __version__,
+        "template_hashes": {f: template_hash(f) for f in FAMILIES},
+        "tuned_at": None,
+        "note": ("Family defaults (tuner.space.default_config), not tuned: what runs on a GPU with no tuned "
+                 "table. The 'defaults' (native tl.dot) fit every target's static limits, sm_120's 101,376 B of "
+                 "shared memory included, by construction of default_config (see each module's fits_targets; "
+                 "`python cli.py check --target sm_120` cross-compiles them). 'interpreter_defaults' are the "
+                 "same kernels with an fp16 (fp8 inputs) or fp32 (bf16) tl.dot, chosen only for CPU tensors "
+                 "under TRITON_INTERPRET=1, whose bf16/fp8 dots are wrong."),
+        "fit_all_targets": all(len(m["fits_targets"]) == len(TARGETS) for m in native),
+        "not_emitted": skipped,
+    }
+    table = {"format": FORMAT, "provenance": provenance, "modules": modules, "entries": [], "defaults": defaults,
+             "interpreter_defaults": interp}
+    result.entries, result.modules = 0, len(modules)
+    result.notes = [f"{s['problem_slug']}: no default ({s['reason']})" for s in skipped]
+    _write_dir(directory, table, {m["file"] for m in modules.values()}, result)
+    return result
+
+
+def open_store_if_present(path: Path) -> Optional[Store]:
+    """The store at path, or None when there is none (never creates an empty db)."""
+    path = Path(path)
+    return Store(path) if path.is_file() else None

@@ -1,0 +1,162 @@
+"""`verify`: re-check every shipped dispatch entry and family default against the reference.
+
+Each module's sha256 is checked against its table, then the module runs tuner.gates.run_all_gates
+(reference values, the -inf mask, CUDA-graph replay with other lengths, a poisoned block table)
+on fresh random inputs of its bucket's shape (capped). On a GPU the module runs as shipped. On
+CPU it runs under TRITON_INTERPRET=1, whose bf16/fp8 tl.dot is wrong: a module with a native dot
+is checked through its stand-in, the same (problem, config) rendered with an fp16 (fp8 inputs)
+or fp32 (bf16) dot: same tiling, masks and addressing, but the native dot itself is checked only
+on a GPU. Every row says which way it was checked.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from kernels_generated import _dispatch
+from .gates import GateFailure, run_all_gates
+from .inputs import make_decode_inputs, make_prefill_inputs
+from .problem import Config, Problem, variant_name
+from .render import emit as render_emit
+from .render import load_module
+from .tables import interpreter_dot_dtype
+
+# Shapes: a tuned entry runs at its bucket, capped; a default (no bucket) at a typical small shape.
+GPU_CAPS = {"batch": 64, "context": 32768}
+CPU_CAPS = {"batch": 2, "context": 256}
+DEFAULT_SHAPE_GPU = {"decode_paged": (8, 4096), "prefill_ragged": (256, 4096)}
+DEFAULT_SHAPE_CPU = {"decode_paged": (2, 256), "prefill_ragged": (8, 256)}
+
+
+@dataclass
+class VerifyRow:
+    table: str  # gpu slug of the table
+    what: str  # "entry" | "default" | "interp-default"
+    problem: str  # problem slug
+    bucket: str  # "b8_c4096" or "-"
+    variant: str
+    how: str  # how it was checked
+    shape: str  # the inputs' shape
+    ok: bool
+    detail: str  # relative error, or the failure
+
+
+def _shape(problem: Problem, bucket: Optional[tuple[int, int]], on_gpu: bool) -> tuple[int, int]:
+    if bucket is None:
+        return (DEFAULT_SHAPE_GPU if on_gpu else DEFAULT_SHAPE_CPU)[problem.family]
+    caps = GPU_CAPS if on_gpu else CPU_CAPS
+    batch, context = min(bucket[0], caps["batch"]), min(bucket[1], caps["context"])
+    if not problem.is_decode and not on_gpu:
+        batch = min(bucket[0], 8)
+    return batch, max(context, batch if not problem.is_decode else 1)
+
+
+def _inputs(problem: Problem, shape: tuple[int, int], seed: int, device: str):
+    if problem.is_decode:
+        return make_decode_inputs(problem, shape[0], shape[1], "random", seed=seed, device=device)
+    return make_prefill_inputs(problem, shape[0], shape[1], "causal", seed=seed, device=device,
+                               num_seqs=min(2, shape[0]))
+
+
+class _Checker:
+    def __init__(self, on_gpu: bool, seed: int):
+        self.on_gpu = on_gpu
+        self.seed = seed
+        self.device = "cuda" if on_gpu else "cpu"
+        self._tmp = tempfile.TemporaryDirectory(prefix="indexer_verify_")
+        self._done: dict[tuple, tuple[bool, str]] = {}
+
+    def close(self) -> None:
+        self._tmp.cleanup()
+
+    def plan(self, variant: str, info: dict) -> tuple[Problem, Config, str, bool]:
+        """(problem, config to run, how, as shipped?)"""
+        problem, config = Problem.from_dict(info["problem"]), Config.from_dict(info["config"])
+        if self.on_gpu:
+            return problem, config, "GPU, as shipped", True
+        if config.dot_dtype in _dispatch.INTERPRETER_DOT_DTYPES[problem.cache_dtype]:
+            return problem, config, "interpreter, as shipped", True
+        stand_in = Config.from_dict({**info["config"], "dot_dtype": interpreter_dot_dtype(problem)})
+        return problem, stand_in, f"interpreter, {stand_in.dot_dtype} tl.dot stand-in for native", False
+
+    def check(self, directory: Path, variant: str, info: dict, bucket) -> tuple[str, str, bool, str]:
+        path = directory / info["file"]
+        if not path.is_file():
+            return "-", "-", False, f"missing module file {path}"
+        if _dispatch.file_sha256(path) != info["sha256"]:
+            return "-", "-", False, f"{path}: sha256 differs from the table (modified after emit)"
+        problem, config, how, as_shipped = self.plan(variant, info)
+        shape = _shape(problem, bucket, self.on_gpu)
+        shape_text = (f"B={shape[0]} ctx={shape[1]}" if problem.is_decode else f"M={shape[0]} Nk={shape[1]}")
+        key = (variant_name(problem, config), shape)  # a stand-in equal to a shipped variant runs once
+        if key not in self._done:
+            try:
+                if as_shipped:
+                    module = _dispatch.load_kernel(directory, variant, info)
+                else:
+                    module = load_module(render_emit(problem, config, Path(self._tmp.name)))
+                err = run_all_gates(module, problem, _inputs(problem, shape, self.seed, self.device),
+                                    clean_logits=True, seed=self.seed)
+                self._done[key] = (True, f"rel err {err:.2e}")
+            except GateFailure as exc:
+                self._done[key] = (False, f"{exc.reason}: {exc.detail}")
+            except Exception as exc:  # a module that does not even run is a failure to report, not a crash
+                self._done[key] = (False, f"error: {type(exc).__name__}: {exc}"[:300])
+        ok, detail = self._done[key]
+        return how, shape_text, ok, detail
+
+
+def verify_tables(root: Path, gpus: Optional[Sequence[str]] = None, include_defaults: bool = True,
+                  on_gpu: bool = False, seed: int = 0) -> list[VerifyRow]:
+    root = Path(root)
+    slugs = sorted(p.parent.name for p in root.glob(f"*/{_dispatch.TABLE_FILE}")
+                   if p.parent.name != _dispatch.DEFAULT_SLUG)
+    if gpus:
+        missing = [g for g in gpus if g not in slugs]
+        if missing:
+            raise ValueError(f"--gpu: no table for {missing} under {root}; tables: {slugs or 'none'}")
+        slugs = sorted(dict.fromkeys(gpus))
+    if include_defaults:
+        slugs.append(_dispatch.DEFAULT_SLUG)
+    rows: list[VerifyRow] = []
+    checker = _Checker(on_gpu, seed)
+    try:
+        for slug in slugs:
+            directory = root / slug
+            path = directory / _dispatch.TABLE_FILE
+            try:
+                table = _dispatch.load_table(path, slug)
+            except (_dispatch.DispatchTableError, FileNotFoundError) as exc:
+                rows.append(VerifyRow(slug, "table", "-", "-", "-", "-", "-", False, str(exc)))
+                continue
+            work = []
+            for e in table["entries"]:
+                b = (e["bucket"]["batch"], e["bucket"]["context"])
+                work.append(("entry", e["variant"], b))
+            for section, what in (("defaults", "default"), ("interpreter_defaults", "interp-default")):
+                for variant in sorted((table.get(section) or {}).values()):
+                    if on_gpu and section == "interpreter_defaults":
+                        continue  # CPU-only variants: checked where they run
+                    work.append((what, variant, None))
+            for what, variant, bucket in work:
+                info = table["modules"][variant]
+                how, shape, ok, detail = checker.check(directory, variant, info, bucket)
+                rows.append(VerifyRow(slug, what, Problem.from_dict(info["problem"]).slug,
+                                      "-" if bucket is None else f"b{bucket[0]}_c{bucket[1]}", variant, how, shape,
+                                      ok, detail))
+    finally:
+        checker.close()
+    return rows
+
+
+def format_rows(rows: list[VerifyRow]) -> str:
+    head = ("table", "what", "problem", "bucket", "config", "checked how", "inputs", "result")
+    body = [(r.table, r.what, r.problem, r.bucket, r.variant.split("__")[2] if r.variant.count("__") >= 3 else r.variant,
+             r.how, r.shape, ("ok " if r.ok else "FAIL ") + r.detail) for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
