@@ -136,10 +136,117 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int) -> None:
     sys.exit(1 if failed else 0)
 
 
+def _int_list(option: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated positive ints, got {text!r}", param_hint=option) from None
+    if not values or any(v < 1 for v in values):
+        raise click.BadParameter(f"expected comma-separated positive ints, got {text!r}", param_hint=option)
+    return values
+
+
 @main.command()
-def bench() -> None:
-    """Time the shipped kernels against the baselines by CUDA-graph replay, as % of the floor."""
-    _not_built("bench", "Benchmarks against the baselines")
+@click.option("--family", type=click.Choice(["decode_paged", "prefill_ragged"]), default="decode_paged", show_default=True)
+@click.option("--dtype", type=click.Choice(["fp8", "bf16"]), default="fp8", show_default=True)
+@click.option("--next-n", "next_n", default="1", show_default=True, help="Comma list of next_n (decode).")
+@click.option("--heads", type=int, default=64, show_default=True)
+@click.option("--head-dim", type=int, default=128, show_default=True)
+@click.option("--page-size", type=int, default=64, show_default=True)
+@click.option("--batch", default="1,8,64,256", show_default=True,
+              help="Decode: requests per captured batch. Prefill: query rows.")
+@click.option("--context", default="8192,32768,131072,1048576", show_default=True,
+              help="Decode: page-table width in tokens. Prefill: keys.")
+@click.option("--lens", "lens_modes", multiple=True, type=click.Choice(["full", "quarter"]),
+              help="Decode length fill (repeatable; default both). Prefill always uses causal windows.")
+@click.option("--candidates", type=int, default=12, show_default=True,
+              help="Configs the autotune baseline chooses among (a reproducible sample incl. the default).")
+@click.option("--methods", default=",".join(["shipped", "default", "autotune", "torch_fullwidth", "reference"]),
+              show_default=True, help="Comma list of methods to time.")
+@click.option("--replays", type=int, default=30, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSON-lines results file (default docs/results/bench_<gpu>.jsonl).")
+@click.option("--interpret", is_flag=True, help="Run on CPU under the Triton interpreter with wall-clock timing.")
+def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, lens_modes, candidates, methods,
+          replays, out_path, interpret) -> None:
+    """Time the shipped kernels against the baselines by CUDA-graph replay, as % of the floor.
+
+    Per bucket and on the same inputs: the shipped kernel (the runtime API), the family's untuned
+    default, the autotune pick among the same configs, the torch full-width fallback and the
+    length-aware torch reference; each in ms, % of the floor (bytes / measured copy bandwidth
+    for decode, flops / measured fp8 matmul rate for prefill) and ratio to the shipped kernel."""
+    import os
+    import uuid
+
+    from tuner.bench import METHODS, append_rows, bench_bucket
+    from tuner.problem import Bucket, Problem
+    from tuner.space import sample_points, target_for
+    from tuner.store import now_iso
+
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    bad = [m for m in chosen if m not in METHODS]
+    if bad:
+        raise click.BadParameter(f"unknown methods {bad}; expected some of {list(METHODS)}", param_hint="--methods")
+    import torch
+
+    if interpret or not torch.cuda.is_available():
+        if not interpret:
+            raise click.ClickException("no CUDA GPU found; pass --interpret to run the benchmark loop on CPU "
+                                       "under the Triton interpreter (wall-clock timing, no GPU figures)")
+        os.environ["TRITON_INTERPRET"] = "1"
+    from tuner.envinfo import current
+    from tuner.timing import measure_copy_bandwidth, measure_matmul_rate
+
+    env = current()
+    on_gpu = not interpret
+    device = "cuda" if on_gpu else "cpu"
+    timer = "cuda_graph" if on_gpu else "wall_clock"
+    copy_bw = measure_copy_bandwidth() if on_gpu else 1e11
+    matmul_rate = measure_matmul_rate("fp8" if dtype == "fp8" else "bf16") if on_gpu and family == "prefill_ragged" else (None if on_gpu else 1e11)
+    dot_dtype = "native" if on_gpu else ("fp16" if dtype == "fp8" else "fp32")
+    scale = "none" if dtype == "bf16" else "page_blocked"
+    problems = []
+    try:
+        if family == "decode_paged":
+            for n in _int_list("--next-n", next_n):
+                problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size,
+                                        scale_layout=scale, heads=heads, head_dim=head_dim, next_n=n))
+        else:
+            problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=0, scale_layout=scale,
+                                    heads=heads, head_dim=head_dim))
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    batches, contexts = _int_list("--batch", batch), _int_list("--context", context)
+    fills = list(lens_modes) or (["full", "quarter"] if family == "decode_paged" else ["causal"])
+    if family == "prefill_ragged":
+        fills = ["causal"]
+    out_path = out_path or ROOT / "docs" / "results" / f"bench_{env.gpu_slug}.jsonl"
+    run_id, created = uuid.uuid4().hex[:12], now_iso()
+    target = target_for(env.compute_capability.replace(".", "")) if on_gpu else None
+    header = f"{'problem':26s} {'bucket':16s} {'lens':8s} {'method':16s} {'p50 ms':>10s} {'% floor':>8s} {'x shipped':>9s}"
+    click.echo(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s" + (f", matmul {matmul_rate / 1e12:.0f} TFLOP/s" if matmul_rate else ""), err=True)
+    lines = []
+    for problem in problems:
+        cands = sample_points(problem, candidates, target, dot_dtypes=(dot_dtype,))
+        for b in batches:
+            for c in contexts:
+                for fill in fills:
+                    rows = bench_bucket(problem, Bucket(b, c), fill, candidates=cands, timer=timer, device=device,
+                                        copy_bw=copy_bw, matmul_rate=matmul_rate, env=env, run_id=run_id,
+                                        created_at=created, replays=replays, dot_dtype=dot_dtype, methods=chosen)
+                    append_rows(out_path, rows)
+                    for r in rows:
+                        ratio = f"{r.ratio_to_shipped:9.2f}" if r.ratio_to_shipped is not None else f"{'-':>9s}"
+                        line = (f"{problem.slug:26s} {f'b{b}_c{c}':16s} {fill:8s} {r.method:16s} {r.p50_ms:10.4f} "
+                                f"{100 * r.frac_of_floor:7.1f}% {ratio}")
+                        lines.append(line)
+                        click.echo(line, err=True)
+                    if on_gpu:
+                        torch.cuda.empty_cache()
+    click.echo(header)
+    for line in lines:
+        click.echo(line)
+    click.echo(f"rows appended to {out_path} (run {run_id}, timer {timer})")
 
 
 @main.command()
@@ -172,9 +279,120 @@ def ship(out_dir: Path, gpus, package: str, root: Path) -> None:
 
 
 @main.command()
-def check() -> None:
-    """Cross-compile the search space for a target (e.g. sm_120) without a GPU; record resources."""
-    _not_built("check", "Jinja templates ... cross-compiled for sm_90 and sm_120")
+@click.option("--target", "targets", multiple=True, default=("sm_120",), show_default=True,
+              type=click.Choice(["sm_80", "sm_89", "sm_90", "sm_100", "sm_120", "local"]),
+              help="GPU generation to compile for (repeatable); 'local' is this machine's GPU.")
+@click.option("--family", default="all", show_default=True, type=click.Choice(["decode_paged", "prefill_ragged", "all"]))
+@click.option("--dtype", default="fp8", show_default=True, type=click.Choice(["fp8", "bf16"]), help="q and cache dtype.")
+@click.option("--heads", default=64, show_default=True, type=int)
+@click.option("--head-dim", default=128, show_default=True, type=int)
+@click.option("--page-size", default=None, type=int, help="Decode only. [default: 64]")
+@click.option("--next-n", default=None, type=int, help="Decode only. [default: 1]")
+@click.option("--scale-layout", default=None, type=click.Choice(["page_blocked", "token_interleaved", "none"]),
+              help="Decode only. [default: page_blocked for fp8, none for bf16]")
+@click.option("--sample", "sample", default=24, show_default=True, type=click.IntRange(min=1),
+              help="Compile a reproducible sample of this many points (the family default included).")
+@click.option("--all", "every", is_flag=True, help="Compile every point of the space instead of a sample.")
+@click.option("--jobs", default=None, type=click.IntRange(min=1), help="Worker processes. [default: CPU count]")
+@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="JSON-lines output. [default: db/check_<target>.jsonl]")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the sample.")
+@click.option("--max-spill-bytes", default=None, type=click.IntRange(min=0),
+              help="Spill bytes (stores + loads) above which a point is infeasible. [default: 256]")
+def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layout, sample, every, jobs,
+          out_path, seed, max_spill_bytes) -> None:
+    """Cross-compile the search space for a target (e.g. sm_120) without a GPU; record resources.
+
+    Each point is really compiled (TTIR -> PTX -> ptxas) for the target: registers, spills,
+    shared memory and the tensor-core instruction are recorded; points that do not fit the target
+    are infeasible. Exits non-zero if any compile errored or a family default did not build.
+    """
+    import os
+
+    from tuner import xcompile
+    from tuner.problem import Problem
+    from tuner.space import default_config, grid_points, sample_points, target_for
+
+    resolved = {}
+    for name in targets:
+        try:
+            target = xcompile.local_target() if name == "local" else target_for(name)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--target") from None
+        resolved.setdefault(target.name, target)
+    resolved = list(resolved.values())
+    families = ["decode_paged", "prefill_ragged"] if family == "all" else [family]
+    if family == "prefill_ragged":
+        for opt, value in (("--page-size", page_size), ("--next-n", next_n), ("--scale-layout", scale_layout)):
+            if value is not None and not (opt == "--scale-layout" and value in ("page_blocked", "none")):
+                raise click.BadParameter(f"decode-only option; prefill_ragged takes no {opt} {value}", param_hint=opt)
+    options = {"q_dtype": "--dtype", "cache_dtype": "--dtype", "heads": "--heads", "head_dim": "--head-dim",
+               "page_size": "--page-size", "next_n": "--next-n", "scale_layout": "--scale-layout"}
+    problems = []
+    for fam in families:
+        fields = dict(family=fam, q_dtype=dtype, cache_dtype=dtype, heads=heads, head_dim=head_dim,
+                      scale_layout="none" if dtype == "bf16" else "page_blocked")
+        if fam == "decode_paged":
+            fields.update(page_size=64 if page_size is None else page_size, next_n=1 if next_n is None else next_n)
+            if scale_layout is not None:
+                fields["scale_layout"] = scale_layout
+        else:
+            fields["page_size"] = 0
+        try:
+            problems.append(Problem(**fields))
+        except ValueError as exc:
+            field = str(exc).split(":", 1)[0]
+            raise click.BadParameter(str(exc), param_hint=options.get(field, "--family")) from None
+
+    points, defaults = [], set()
+    for problem in problems:
+        default = default_config(problem)
+        configs = list(grid_points(problem)) if every else sample_points(problem, sample, None, seed)
+        if default not in configs:  # reported even when it cannot build: that is news
+            configs.insert(0, default)
+        defaults.add((problem, default))
+        points += [(problem, c, target) for target in resolved for c in configs]
+    files, sinks = {}, {}  # one JSON-lines file per target, or all in --out
+    for target in resolved:
+        path = out_path or DB_DIR / f"check_{target.name}.jsonl"
+        if path not in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            files[path] = open(path, "w")
+        sinks[target.name] = files[path]
+    click.echo(f"compiling {len(points)} variants for {', '.join(sinks)} with {jobs or os.cpu_count()} workers -> "
+               f"{', '.join(map(str, files))}", err=True)
+    finished = 0
+
+    def on_result(result) -> None:
+        nonlocal finished
+        finished += 1
+        click.echo(xcompile.progress_line(result, finished, len(points)), err=True)
+        sinks[result.target].write(json.dumps(xcompile.result_row(result), sort_keys=True) + "\n")
+        sinks[result.target].flush()
+
+    spill_limit = xcompile.MAX_SPILL_BYTES if max_spill_bytes is None else max_spill_bytes
+    try:
+        results = xcompile.compile_many(points, jobs=jobs, on_result=on_result, max_spill_bytes=spill_limit)
+    finally:
+        for f in files.values():
+            f.close()
+    exit_code = 0
+    for target in resolved:
+        mine = [r for r in results if r.target == target.name]
+        click.echo(f"\n{target.name}")
+        click.echo(xcompile.format_table(mine))
+        for r in mine:
+            if (r.problem, r.config) in defaults:
+                where = (f"{r.registers} registers, {r.spills} B spills, {r.shared_bytes} B shared, {r.mma}"
+                         if r.ok else f"{r.reason}: {r.detail.splitlines()[0] if r.detail else ''}")
+                click.echo(f"family default {r.variant}: {r.status} ({where})")
+                exit_code |= not r.ok
+        for r in mine:
+            if r.status == "error":
+                exit_code = 1
+                click.echo(f"error {r.variant}: {r.detail[:2000]}\n  reproduce: {xcompile.reproducer(r)}", err=True)
+        click.echo(f"{target.name} summary: {xcompile.summary_line(mine)}")
+    sys.exit(int(exit_code))
 
 
 if __name__ == "__main__":

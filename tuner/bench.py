@@ -1,0 +1,203 @@
+"""Benchmarks of the shipped kernels against the baselines, on the same inputs.
+
+Per bucket, each method is timed on the same input sets and, where it can be captured, by
+CUDA-graph replay (the timer is recorded in every row):
+- shipped: the public runtime API (kernels_generated), i.e. the dispatch table's choice;
+- default: the family's untuned default config;
+- autotune: the config `triton.testing.do_bench` picks among the same candidate configs at the
+  first call, which is what `triton.autotune` does (eager timing on the call's own inputs); the
+  pick is then timed like the others;
+- torch_fullwidth: the torch fallback over the whole page-table width (what SGLang runs on GPUs
+  without DeepGEMM), decode fp8 only, in batch chunks that keep its intermediates under 4 GiB;
+- reference: the length-aware torch reference (reads lengths on the host: not capturable, so
+  it is timed eagerly with events).
+Rows go to a JSON-lines file (schema: BenchRow); the report reads only that file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from .gates import launch, new_output
+from .inputs import DecodeInputs
+from .measure import time_candidate, timing_inputs
+from .problem import Bucket, Config, Problem, variant_name
+from .render import emit, load_module
+from .roofline import floor_ms
+from .space import default_config
+from .timing import Timing, time_cuda_graph, time_wall_clock
+
+METHODS = ("shipped", "default", "autotune", "torch_fullwidth", "reference")
+FALLBACK_CHUNK_BYTES = 4 << 30
+
+
+@dataclass
+class BenchRow:
+    run_id: str
+    created_at: str
+    gpu_slug: str
+    gpu_name: str
+    family: str
+    problem_json: str
+    bucket_batch: int
+    bucket_context: int
+    lens: str  # "full" | "quarter" (decode) | "causal" (prefill)
+    method: str
+    variant: str
+    timer: str
+    p20_ms: float
+    p50_ms: float
+    p80_ms: float
+    floor_ms: float
+    frac_of_floor: float
+    ratio_to_shipped: Optional[float]  # this method's p50 / shipped p50 (> 1: slower than shipped)
+    copy_bw: Optional[float]
+    matmul_rate: Optional[float]
+    torch_version: str
+    triton_version: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _api_call(problem: Problem) -> Callable:
+    import kernels_generated as rt
+
+    if problem.is_decode:
+        fn = rt.fp8_paged_mqa_logits if problem.cache_dtype == "fp8" else rt.bf16_paged_mqa_logits
+
+        def call(x: DecodeInputs, out):
+            return fn(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, None, x.max_context_len, False,
+                      out=out, scale_layout=x.scale_layout, check_values=False)
+    else:
+        fn = rt.fp8_mqa_logits if problem.cache_dtype == "fp8" else rt.bf16_mqa_logits
+
+        def call(x, out):
+            return fn(x.q, x.kv if problem.cache_dtype == "fp8" else x.kv[0], x.weights, x.cu_seqlen_ks,
+                      x.cu_seqlen_ke, False, out=out, check_values=False)
+    return call
+
+
+def _time_fns(fns: Sequence[Callable[[], object]], method: str, replays: int) -> Timing:
+    if method == "cuda_graph":
+        return time_cuda_graph(fns, replays=replays)
+    return time_wall_clock(fns, reps=max(3, replays // 10))
+
+
+def _time_eager(fn: Callable[[], object], reps: int = 5) -> Timing:
+    """Events around eager calls (for what cannot be captured); wall clock on CPU."""
+    if not torch.cuda.is_available():
+        return time_wall_clock([fn], reps=reps)
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        samples.append(a.elapsed_time(b))
+    s = sorted(samples)
+    return Timing("eager_events", s[len(s) // 5], statistics.median(s), s[(4 * len(s)) // 5], len(s))
+
+
+def torch_fullwidth_fallback(x: DecodeInputs, out: torch.Tensor) -> torch.Tensor:
+    """Score every position of the page-table width with plain torch (fp8 page-blocked cache)."""
+    q, kv, w, lens, bt, width = x.args()
+    b, n, h, d = q.shape
+    page = kv.shape[1]
+    raw = kv.as_strided((kv.shape[0], page * (d + 4)), (kv.stride(0), 1))
+    per_request = bt.shape[1] * page * (h * n * 4 + d * 4 + (d + 4))
+    step = max(1, FALLBACK_CHUNK_BYTES // max(per_request, 1))
+    for b0 in range(0, b, step):
+        b1 = min(b, b0 + step)
+        pages = raw[bt[b0:b1].long()]
+        vals = pages[..., : page * d].reshape(b1 - b0, -1, d).view(torch.float8_e4m3fn).float()
+        sc = pages[..., page * d:].contiguous().view(torch.float32).reshape(b1 - b0, -1)
+        s = torch.einsum("bnhd,btd->bnht", q[b0:b1].float(), vals).relu_()
+        logits = (s * w[b0 * n:b1 * n].view(b1 - b0, n, h, 1)).sum(2) * sc[:, None, :]
+        t = torch.arange(logits.shape[-1], device=q.device)
+        lim = lens[b0:b1].long()[:, None] - n + 1 + torch.arange(n, device=q.device)[None, :]
+        logits = logits.masked_fill(t[None, None, :] >= lim[:, :, None], float("-inf"))
+        out[b0 * n:b1 * n] = logits.reshape((b1 - b0) * n, -1)[:, :width]
+    return out
+
+
+def autotune_pick(modules: dict, inputs, clean_logits: bool = False):
+    """The candidate triton.autotune would keep: fastest by triton.testing.do_bench on the call's
+    own inputs (eager launches, no graph, one input set)."""
+    import triton
+
+    x = inputs[0]
+    out = new_output(x, 0.0)
+    best = None
+    for config, module in modules.items():
+        if x.q.is_cuda:
+            ms = triton.testing.do_bench(lambda: launch(module, x, out, clean_logits), warmup=5, rep=20,
+                                         return_mode="median")
+        else:
+            ms = time_wall_clock([lambda: launch(module, x, out, clean_logits)], reps=2).p50_ms
+        if best is None or ms < best[1]:
+            best = (config, ms)
+    return best[0]
+
+
+def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Sequence[Config], timer: str,
+                 device: str, copy_bw: Optional[float], matmul_rate: Optional[float], env, run_id: str,
+                 created_at: str, replays: int = 30, dot_dtype: str = "native",
+                 methods: Sequence[str] = METHODS) -> list[BenchRow]:
+    sets = timing_inputs(problem, bucket, lens, device=device)
+    fl = floor_ms(sets[0], False, copy_bw=copy_bw, matmul_rate=matmul_rate)
+    gen = Path(tempfile.mkdtemp(prefix="bench_modules_"))
+    results: dict[str, tuple[str, Timing]] = {}
+    if "shipped" in methods:
+        call = _api_call(problem)
+        outs = [new_output(x, 0.0) for x in sets]
+        results["shipped"] = ("runtime", _time_fns([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], timer, replays))
+    if "default" in methods:
+        cfg = default_config(problem, dot_dtype)
+        m = load_module(emit(problem, cfg, gen))
+        results["default"] = (variant_name(problem, cfg), time_candidate(m, sets, False, timer, replays))
+    if "autotune" in methods and candidates:
+        modules = {c: load_module(emit(problem, c, gen)) for c in candidates}
+        pick = autotune_pick(modules, sets)
+        results["autotune"] = (variant_name(problem, pick), time_candidate(modules[pick], sets, False, timer, replays))
+    if ("torch_fullwidth" in methods and problem.is_decode and problem.cache_dtype == "fp8"
+            and problem.scale_layout == "page_blocked"):
+        out = new_output(sets[0], 0.0)
+        fn = lambda: torch_fullwidth_fallback(sets[0], out)
+        results["torch_fullwidth"] = ("torch", _time_fns([fn], timer, max(3, replays // 5)))
+    if "reference" in methods:
+        from .gates import reference
+
+        results["reference"] = ("torch", _time_eager(lambda: reference(sets[0]), reps=3))
+    shipped = results.get("shipped")
+    rows = []
+    for method, (variant, t) in results.items():
+        rows.append(BenchRow(
+            run_id, created_at, env.gpu_slug, env.gpu_name, problem.family, problem.to_json(), bucket.batch,
+            bucket.context, lens, method, variant, t.method, t.p20_ms, t.p50_ms, t.p80_ms, fl, fl / t.p50_ms,
+            (t.p50_ms / shipped[1].p50_ms) if shipped else None, copy_bw, matmul_rate, env.torch, env.triton))
+    return rows
+
+
+def append_rows(path: Path, rows: Sequence[BenchRow]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not Path(path).exists():
+        return []
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
