@@ -20,6 +20,7 @@ import dataclasses
 import multiprocessing
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -38,6 +39,7 @@ MAX_SPILL_BYTES = 256
 # Representative launch shapes, used only to decide which integer arguments Triton's launcher
 # would specialise (value 1 -> constexpr, multiple of 16 -> divisibility 16), as it does for
 # contiguous tensors at these sizes.
+TYPICAL_BATCH = 32  # decode requests in one captured graph
 TYPICAL_CONTEXT = 65_536  # decode page-table width in tokens, and the output row stride
 TYPICAL_ROWS = 4_096  # prefill query rows
 TYPICAL_KEYS = 8_192  # prefill key tokens
@@ -116,7 +118,7 @@ def typical_args(problem: Problem) -> dict[str, Any]:
             "page_stride": page_stride, "scale_page_stride": scale_page_stride, "w_stride": h,
             "lens_stride": problem.next_n if problem.lens_mode == "2d" else 0,
             "bt_stride": TYPICAL_CONTEXT // problem.page_size, "out_stride": TYPICAL_CONTEXT,
-            "max_context_len": TYPICAL_CONTEXT,
+            "max_context_len": TYPICAL_CONTEXT, "batch": TYPICAL_BATCH,
         }
     return {
         "q_ptr": f"*{dt}", "k_ptr": f"*{dt}", "k_scale_ptr": "*fp32" if problem.cache_dtype == "fp8" else f"*{dt}",
@@ -124,6 +126,11 @@ def typical_args(problem: Problem) -> dict[str, Any]:
         "q_stride": h * d, "k_stride": d, "w_stride": h, "out_stride": TYPICAL_KEYS,
         "num_rows": TYPICAL_ROWS, "num_keys": TYPICAL_KEYS,
     }
+
+
+def typical_constexprs(problem: Problem) -> dict[str, Any]:
+    """Launch-time constexpr arguments by name (CLEAN=True: the -inf tail is compiled in)."""
+    return {"CLEAN": True, "BATCH_POW2": 1 << (TYPICAL_BATCH - 1).bit_length()}
 
 
 def _specialize_int(value: int) -> tuple[str, str | None]:
@@ -142,20 +149,25 @@ def _specialize_int(value: int) -> tuple[str, str | None]:
         return kind, "D" if value % 16 == 0 else ""
 
 
-def build_signature(fn, problem: Problem, constexprs: dict[str, Any]):
+def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = None):
     """(signature, constexprs, attrs) for ASTSource, read off the jit function's parameters in
-    their declared order; mirrors `JITFunction._pack_args` for the common launch."""
+    their declared order; mirrors `JITFunction._pack_args` for the common launch. `constexprs`
+    overrides `typical_constexprs`; a constexpr parameter with a default may be left out."""
     from triton.backends.nvidia.compiler import CUDABackend
 
     args = typical_args(problem)
+    constexprs = {**typical_constexprs(problem), **(constexprs or {})}
     signature: dict[str, str] = {}
     consts: dict[str, Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
     for i, param in enumerate(fn.params):
         name = param.name
         if param.is_constexpr:
+            if name not in constexprs and param.has_default:
+                constexprs[name] = param.default
             if name not in constexprs:
-                raise KeyError(f"{fn.__name__}: constexpr parameter {name!r} has no value (known: {sorted(constexprs)})")
+                raise KeyError(f"{fn.__name__}: constexpr parameter {name!r} has no value (known: "
+                               f"{sorted(constexprs)}); update tuner.xcompile.typical_constexprs")
             signature[name] = "constexpr"
             consts[name] = constexprs[name]
             continue
@@ -221,8 +233,16 @@ def _classify(exc: BaseException) -> tuple[str, str, str]:
         from triton.runtime.errors import OutOfResources
     except ImportError:  # pragma: no cover
         OutOfResources = ()
-    text = str(exc).strip()
-    detail = f"{type(exc).__name__}: {text}"[:4000]
+    chain, seen, cur = [], set(), exc
+    while cur is not None and id(cur) not in seen:  # Triton wraps the real error (CompilationError)
+        seen.add(id(cur))
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    root = chain[-1]
+    text = "\n".join(str(e) for e in chain)
+    detail = f"{type(root).__name__}: {str(root).strip()}"[:2000]
+    if root is not exc:
+        detail += f"\n(raised as {type(exc).__name__}: ...{str(exc).strip()[-1500:]})"
     if isinstance(exc, OutOfResources) or _OUT_OF_RESOURCES.search(text):
         return "infeasible", "out_of_resources", detail
     if _UNSUPPORTED.search(text):
@@ -270,7 +290,7 @@ def compile_variant(problem: Problem, config: Config, target: Target,
         base["triton"] = triton_version
         module = load_module(emit(problem, config, _scratch_dir()))
         fn = getattr(module, _KERNEL[problem.family])
-        signature, constexprs, attrs = build_signature(fn, problem, {"CLEAN": True})
+        signature, constexprs, attrs = build_signature(fn, problem)
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
                                   options={"num_warps": config.num_warps, "num_stages": config.num_stages})
@@ -357,6 +377,15 @@ def compile_many(points: Iterable[tuple[Problem, Config, Target]], jobs: int | N
     finally:
         shutil.rmtree(scratch_root, ignore_errors=True)
     return results  # type: ignore[return-value]
+
+
+def reproducer(result: CompileResult) -> str:
+    """A shell command that compiles this one variant again in the foreground."""
+    code = ("from tuner.problem import Problem, Config; from tuner.space import target_for; "
+            "from tuner.xcompile import compile_variant; "
+            f"print(compile_variant(Problem.from_json({result.problem.to_json()!r}), "
+            f"Config.from_json({result.config.to_json()!r}), target_for({result.target!r})))")
+    return f"env -u TRITON_INTERPRET python -c {shlex.quote(code)}"
 
 
 def summarize(results: Sequence[CompileResult]) -> dict[str, int]:

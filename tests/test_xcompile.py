@@ -1,0 +1,113 @@
+"""Cross-compilation for sm_90 and sm_120 without a GPU (tuner.xcompile, `cli.py check`).
+
+The compiles run in spawned workers with TRITON_INTERPRET removed from their environment, so
+they are real compiles even though conftest puts this process under the interpreter. One pool
+compiles all the points of this module at once (about 10-20 s on 2 cores).
+"""
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from tuner.problem import Config, Problem
+from tuner.space import TARGETS, Target, default_config, estimate_shared_bytes
+from tuner.xcompile import compile_many, mma_flavour, parse_ptxas_log
+
+FP8 = Problem()
+BF16 = Problem(q_dtype="bf16", cache_dtype="bf16", scale_layout="none")
+PREFILL = Problem(family="prefill_ragged", page_size=0)
+SM90, SM120 = TARGETS["sm_90"], TARGETS["sm_120"]
+# Statically too big for sm_120: the shared-memory estimate (~104 KB) is over its 99 KB.
+SMEM_HOG = Config(block_t=256, tiles_per_program=4, num_warps=8, num_stages=4)
+# Statically over the register estimate: 64 rows * 256 tokens / 64 threads = 256 fp32 per thread.
+REG_HOG = Config(block_t=256, tiles_per_program=4, num_warps=2, num_stages=2)
+# A target whose shared memory sits between the default's estimate and what it really uses:
+# only the real compile can tell that it does not fit.
+TIGHT = Target("sm_120", 120, estimate_shared_bytes(FP8, default_config(FP8)) + 64)
+
+POINTS = {
+    "fp8_sm90": (FP8, default_config(FP8), SM90),
+    "fp8_sm120": (FP8, default_config(FP8), SM120),
+    "bf16_sm90": (BF16, default_config(BF16), SM90),
+    "bf16_sm120": (BF16, default_config(BF16), SM120),
+    "prefill_sm90": (PREFILL, default_config(PREFILL), SM90),
+    "prefill_sm120": (PREFILL, default_config(PREFILL), SM120),
+    "smem_hog_sm120": (FP8, SMEM_HOG, SM120),
+    "reg_hog_sm90": (FP8, REG_HOG, SM90),
+    "tight_smem": (FP8, default_config(FP8), TIGHT),
+}
+
+
+@pytest.fixture(scope="module")
+def results():
+    names = list(POINTS)
+    out = compile_many([POINTS[n] for n in names], jobs=2)
+    return dict(zip(names, out))
+
+
+@pytest.mark.parametrize("name", ["fp8_sm90", "fp8_sm120", "bf16_sm90", "bf16_sm120", "prefill_sm90", "prefill_sm120"])
+def test_defaults_compile(results, name):
+    r = results[name]
+    assert r.status == "ok", r.detail
+    assert r.registers > 0 and r.shared_bytes > 0
+    assert r.spills == 0
+    assert r.shared_bytes <= POINTS[name][2].max_shared_bytes
+    assert r.mma in ("wgmma", "mma.sync")
+
+
+def test_fp8_decode_mma_flavour(results):
+    # block_t=64 with 4 warps: Hopper's warpgroup MMA on sm_90; consumer Blackwell (sm_120) has
+    # no wgmma/tcgen05, so Triton lowers to mma.sync with fp8 (e4m3) operands.
+    assert POINTS["fp8_sm90"][1].block_t >= 64
+    assert results["fp8_sm90"].mma == "wgmma"
+    assert ".e4m3" in results["fp8_sm90"].mma_detail
+    assert results["fp8_sm120"].mma == "mma.sync"
+    assert ".e4m3" in results["fp8_sm120"].mma_detail
+
+
+def test_infeasible_not_error(results):
+    assert results["smem_hog_sm120"].status == "infeasible"
+    assert results["smem_hog_sm120"].reason == "shared_memory"
+    assert results["reg_hog_sm90"].status == "infeasible"
+    assert results["reg_hog_sm90"].reason == "registers"
+    # Passed the static estimate, compiled, and was then found over the target's limit.
+    tight = results["tight_smem"]
+    assert tight.status == "infeasible" and tight.reason == "shared_memory", tight
+    assert tight.shared_bytes > TIGHT.max_shared_bytes
+
+
+def test_parse_ptxas_log_and_mma():
+    log = ("ptxas info    : Function properties for k\n"
+           "    8 bytes stack frame, 12 bytes spill stores, 16 bytes spill loads\n"
+           "ptxas info    : Used 168 registers, used 1 barriers\n")
+    assert parse_ptxas_log(log) == {"registers": 168, "spill_stores": 12, "spill_loads": 16, "stack_bytes": 8}
+    assert mma_flavour("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {")[0] == "wgmma"
+    assert mma_flavour("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {")[0] == "mma.sync"
+    assert mma_flavour("ld.global.b32") == ("none", "")
+
+
+def test_cli_check_sm120(tmp_path):
+    out = tmp_path / "check.jsonl"
+    res = CliRunner().invoke(main, ["check", "--target", "sm_120", "--sample", "3", "--jobs", "2", "--out", str(out)])
+    assert "variant" in res.output and "smem KB" in res.output and "mma" in res.output
+    assert re.search(r"sm_120 summary: \d+ ok / \d+ infeasible / \d+ error", res.output), res.output
+    assert re.search(r"family default decode_paged__fp8_pg64_h64_d128_n1__\S+: ok \(\d+ registers", res.output)
+    assert re.search(r"family default prefill_ragged__fp8_h64_d128__\S+: ok \(\d+ registers", res.output)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 6 and all(r["target"] == "sm_120" for r in rows)
+    # Exit status: 0 when the defaults build and nothing errored; a compile error (e.g. a
+    # template bug in a sampled variant) is reported with a reproducer and fails the command.
+    errors = [r for r in rows if r["status"] == "error"]
+    assert res.exit_code == (1 if errors else 0), res.output
+    if errors:
+        assert "reproduce: env -u TRITON_INTERPRET" in res.output
+
+
+def test_cli_check_bad_options():
+    res = CliRunner().invoke(main, ["check", "--target", "sm_70"])
+    assert res.exit_code == 2 and "--target" in res.output and "sm_120" in res.output
+    res = CliRunner().invoke(main, ["check", "--heads", "12"])
+    assert res.exit_code == 2 and "--heads" in res.output and "64" in res.output
