@@ -401,17 +401,17 @@ def select(device: torch.device, problem: dict, bucket: tuple[int, int],
            backend: Optional[Backend] = None) -> Selection:
     """The kernel (or the reference) that serves this call; cached after the first call."""
     backend = Backend.from_env() if backend is None else backend
-    root = table_root()
+    root_setting = os.environ.get(ENV_TABLE_DIR, "")  # the raw setting: no filesystem call per call
     interp = interpreting()
     fields = tuple(problem[f] for f in PROBLEM_FIELDS)
-    key = (str(device), fields, bucket, backend, str(root), interp)
+    key = (str(device), fields, bucket, backend, root_setting, interp)
     hit = _SELECTIONS.get(key)
     if hit is not None:
         return hit
     with _LOCK:
         hit = _SELECTIONS.get(key)
         if hit is None:
-            hit = _select(device, problem, bucket, backend, root, interp)
+            hit = _select(device, problem, bucket, backend, table_root(), interp)
             _SELECTIONS[key] = hit
     return hit
 
