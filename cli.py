@@ -250,9 +250,19 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
 
 
 @main.command()
-def report() -> None:
+@click.option("--bench", "bench_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Bench JSON-lines files (default: every docs/results/bench_*.jsonl).")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=DB_DIR / "trials.sqlite",
+              show_default=True, help="Trial store for the convergence and time-to-tune plots.")
+@click.option("--out", "out_md", type=click.Path(dir_okay=False, path_type=Path), default=ROOT / "docs" / "REPORT.md",
+              show_default=True)
+def report(bench_files, db_path, out_md) -> None:
     """Write a markdown report with plots from the stored benchmark and tuning results."""
-    _not_built("report", "Benchmarks against the baselines")
+    from tuner.report import write_report
+
+    files = list(bench_files) or sorted((ROOT / "docs" / "results").glob("bench_*.jsonl"))
+    path = write_report(files, db_path if db_path.exists() else None, out_md, out_md.parent / "plots")
+    click.echo(f"wrote {path} ({len(files)} bench files)")
 
 
 @main.command()

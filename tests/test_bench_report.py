@@ -1,0 +1,63 @@
+"""bench and report on CPU: the benchmark loop under the interpreter (wall-clock timer), its
+rows' schema, and a report drawn from the stored rows only."""
+
+import json
+
+import pytest
+import torch
+
+from tuner.bench import METHODS, BenchRow, append_rows, bench_bucket, read_rows, torch_fullwidth_fallback
+from tuner.envinfo import current
+from tuner.inputs import make_decode_inputs
+from tuner.problem import Bucket, Config, Problem
+from tuner.reference import paged_mqa_logits_ref
+
+
+def test_fullwidth_fallback_matches_reference():
+    p = Problem(heads=16, head_dim=32, page_size=32, next_n=2)
+    x = make_decode_inputs(p, 3, 160, "random", seed=4)
+    out = torch.full((6, 160), float("nan"))
+    torch_fullwidth_fallback(x, out)
+    ref = paged_mqa_logits_ref(*x.args())
+    valid = x.valid_mask()
+    assert torch.allclose(out[valid], ref[valid], rtol=1e-4, atol=1e-5)
+    assert bool(torch.isneginf(out[~valid]).all())
+
+
+def test_bench_bucket_rows_and_report(tmp_path, device):
+    if device != "cpu":
+        pytest.skip("the CPU loop; the GPU path is exercised by `cli.py bench` on the device")
+    p = Problem(heads=16, head_dim=32, page_size=32)
+    cands = [Config(block_t=32, tiles_per_program=2, dot_dtype="fp16", orient="k_rows"),
+             Config(block_t=64, tiles_per_program=1, dot_dtype="fp16")]
+    rows = bench_bucket(p, Bucket(2, 128), "full", candidates=cands, timer="wall_clock", device="cpu",
+                        copy_bw=1e11, matmul_rate=None, env=current(), run_id="t", created_at="2026-01-01T00:00:00+00:00",
+                        replays=3, dot_dtype="fp16", methods=("default", "autotune", "torch_fullwidth", "reference"))
+    methods = {r.method for r in rows}
+    assert methods == {"default", "autotune", "torch_fullwidth", "reference"}
+    for r in rows:
+        assert r.timer in ("wall_clock", "eager_events")
+        assert r.p20_ms <= r.p50_ms <= r.p80_ms and r.p50_ms > 0
+        assert r.floor_ms > 0 and r.frac_of_floor == pytest.approx(r.floor_ms / r.p50_ms)
+    path = tmp_path / "bench.jsonl"
+    append_rows(path, rows)
+    back = read_rows(path)
+    assert len(back) == len(rows) and set(back[0]) == set(BenchRow.__dataclass_fields__)
+
+    from tuner.report import write_report
+
+    md = write_report([path], None, tmp_path / "REPORT.md", tmp_path / "plots")
+    text = md.read_text()
+    assert "B=2, 128" in text and "wall_clock" in text
+    assert (tmp_path / "plots" / "floor.png").stat().st_size > 1000
+
+
+def test_bench_cli_rejects_unknown_method():
+    from click.testing import CliRunner
+
+    import cli
+
+    r = CliRunner().invoke(cli.main, ["bench", "--interpret", "--methods", "shipped,magic"])
+    assert r.exit_code != 0 and "--methods" in r.output and "magic" in r.output
+    r = CliRunner().invoke(cli.main, ["bench", "--interpret", "--batch", "0"])
+    assert r.exit_code != 0 and "--batch" in r.output

@@ -1,0 +1,209 @@
+"""The markdown report with PNG plots. It only reads stored results: the bench JSON-lines files
+and the trial store; nothing here measures anything.
+
+Plots: % of the floor per bucket and method; speedup of the shipped kernel over the full-width
+torch fallback; tuning convergence (best score so far against trials measured, per study, with
+the exhaustive grid's best where a grid run exists); time to tune per run.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Iterable
+
+METHOD_ORDER = ("shipped", "default", "autotune", "torch_fullwidth", "reference")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _problem_slug(problem_json: str) -> str:
+    p = json.loads(problem_json)
+    from .problem import Problem
+
+    return Problem(**p).slug
+
+
+def _latest_run(rows: list[dict]) -> list[dict]:
+    """Rows of the newest run per (gpu, problem, bucket, lens, method): one run's figures per cell."""
+    best: dict[tuple, dict] = {}
+    for r in rows:
+        k = (r["gpu_slug"], r["problem_json"], r["bucket_batch"], r["bucket_context"], r["lens"], r["method"])
+        if k not in best or r["created_at"] >= best[k]["created_at"]:
+            best[k] = r
+    return list(best.values())
+
+
+def bench_tables(rows: list[dict]) -> str:
+    rows = _latest_run(rows)
+    by_cell = collections.defaultdict(dict)
+    for r in rows:
+        by_cell[(r["gpu_name"], _problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"], r["lens"])][r["method"]] = r
+    out = []
+    header = "| GPU | problem | bucket | lens | " + " | ".join(METHOD_ORDER) + " | fallback / shipped |"
+    out.append(header)
+    out.append("|" + "---|" * (5 + len(METHOD_ORDER)))
+    for (gpu, slug, b, c, lens), methods in sorted(by_cell.items()):
+        cells = []
+        for m in METHOD_ORDER:
+            r = methods.get(m)
+            cells.append("-" if r is None else f"{r['p50_ms'] * 1e3:.1f} us ({100 * r['frac_of_floor']:.0f}%)")
+        fb, sh = methods.get("torch_fullwidth"), methods.get("shipped")
+        speed = f"{fb['p50_ms'] / sh['p50_ms']:.1f}x" if fb and sh else "-"
+        out.append(f"| {gpu} | {slug} | B={b}, {c} | {lens} | " + " | ".join(cells) + f" | {speed} |")
+    return "\n".join(out)
+
+
+def plot_floor(rows: list[dict], path: Path) -> None:
+    plt = _plt()
+    rows = _latest_run(rows)
+    cells = sorted({(_problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"], r["lens"]) for r in rows})
+    methods = [m for m in METHOD_ORDER if any(r["method"] == m for r in rows)]
+    idx = {c: i for i, c in enumerate(cells)}
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(cells) * len(methods) / 2), 4.5))
+    width = 0.8 / max(len(methods), 1)
+    for k, m in enumerate(methods):
+        xs, ys = [], []
+        for r in rows:
+            if r["method"] == m:
+                xs.append(idx[(_problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"], r["lens"])] + k * width)
+                ys.append(100 * r["frac_of_floor"])
+        ax.bar(xs, ys, width=width, label=m)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cells))])
+    ax.set_xticklabels([f"{s}\nB={b} {c // 1024}K {l}" for s, b, c, l in cells], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("% of the floor (higher is better)")
+    ax.set_yscale("log")
+    ax.axhline(100, color="k", lw=0.5)
+    ax.legend(fontsize=8)
+    ax.set_title("Fraction of the roofline floor per bucket")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_speedup(rows: list[dict], path: Path) -> bool:
+    plt = _plt()
+    rows = _latest_run(rows)
+    pairs = collections.defaultdict(dict)
+    for r in rows:
+        pairs[(_problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"], r["lens"])][r["method"]] = r
+    cells = [(k, v["torch_fullwidth"]["p50_ms"] / v["shipped"]["p50_ms"]) for k, v in sorted(pairs.items())
+             if "torch_fullwidth" in v and "shipped" in v]
+    if not cells:
+        return False
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(cells)), 4))
+    ax.bar(range(len(cells)), [s for _, s in cells])
+    ax.set_xticks(range(len(cells)))
+    ax.set_xticklabels([f"B={b} {c // 1024}K {l}" for (s, b, c, l), _ in cells], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("full-width torch fallback time / shipped time")
+    ax.set_title("Speedup over the torch fallback")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def convergence(trials: list[dict]) -> dict:
+    """Per study (gpu, problem, bucket): best score so far after each measured trial, in order."""
+    studies = collections.defaultdict(list)
+    for t in sorted(trials, key=lambda t: (t["created_at"], t["trial_key"])):
+        if t["status"] == "ok" and t["score_ms"] is not None:
+            studies[(t["gpu_slug"], t["problem_key"], t["bucket_batch"], t["bucket_context"], t.get("source", ""))].append(t["score_ms"])
+    curves = {}
+    for k, scores in studies.items():
+        best, curve = float("inf"), []
+        for s in scores:
+            best = min(best, s)
+            curve.append(best)
+        curves[k] = curve
+    return curves
+
+
+def plot_convergence(trials: list[dict], path: Path) -> bool:
+    plt = _plt()
+    by_bucket = collections.defaultdict(list)
+    for t in sorted(trials, key=lambda t: (t["created_at"], t["trial_key"])):
+        if t["status"] == "ok" and t["score_ms"] is not None:
+            by_bucket[(t["problem_key"], t["bucket_batch"], t["bucket_context"])].append(t)
+    if not by_bucket:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (pk, b, c), ts in sorted(by_bucket.items())[:12]:
+        searched = [t["score_ms"] for t in ts if not str(t.get("source", "")).startswith("grid")]
+        grid = [t["score_ms"] for t in ts if str(t.get("source", "")).startswith("grid")]
+        best, curve = float("inf"), []
+        for s in searched:
+            best = min(best, s)
+            curve.append(best)
+        ref = min(grid) if grid else min(t["score_ms"] for t in ts)
+        line, = ax.plot(range(1, len(curve) + 1), [ref / v for v in curve], label=f"B={b} {c // 1024}K")
+        if grid:
+            ax.axhline(1.0, color=line.get_color(), ls=":", lw=0.8)
+    ax.set_xlabel("trials measured")
+    ax.set_ylabel("best score so far, as a fraction of the best known (1 = best)")
+    ax.set_title("Tuning convergence")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def tune_times(trials: list[dict]) -> list[tuple[str, int, float]]:
+    runs = collections.defaultdict(list)
+    for t in trials:
+        runs[t["run_id"]].append(dt.datetime.fromisoformat(t["created_at"]))
+    return [(rid, len(ts), (max(ts) - min(ts)).total_seconds()) for rid, ts in sorted(runs.items())]
+
+
+def write_report(bench_files: Iterable[Path], db_path: Path | None, out_md: Path, plot_dir: Path) -> Path:
+    from .bench import read_rows
+
+    rows = [r for f in bench_files for r in read_rows(f)]
+    trials = []
+    if db_path is not None and Path(db_path).exists():
+        from .store import Store
+
+        trials = Store(db_path).trials()
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    parts = ["# Benchmark and tuning report", "",
+             "Generated by `python cli.py report` from the stored results only "
+             f"({', '.join(str(f) for f in bench_files) or 'no bench files'}; trials: {db_path or 'none'}).",
+             "Reproduce the figures with `python cli.py bench` on the GPU, then `python cli.py report`.", ""]
+    if rows:
+        timers = sorted({r["timer"] for r in rows})
+        parts += [f"Timers used: {', '.join(timers)}. Cells: p50 and % of the floor (decode: bytes / measured copy "
+                  "bandwidth; prefill: flops / measured fp8 matmul rate).", "", bench_tables(rows), ""]
+        plot_floor(rows, plot_dir / "floor.png")
+        parts += [f"![% of floor]({_rel(plot_dir / 'floor.png', out_md)})", ""]
+        if plot_speedup(rows, plot_dir / "speedup.png"):
+            parts += [f"![speedup over the fallback]({_rel(plot_dir / 'speedup.png', out_md)})", ""]
+    else:
+        parts += ["No benchmark rows yet: run `python cli.py bench`.", ""]
+    if trials:
+        n_ok = sum(t["status"] == "ok" for t in trials)
+        parts += ["## Tuning", "", f"{len(trials)} trials stored, {n_ok} ok.", ""]
+        if plot_convergence(trials, plot_dir / "convergence.png"):
+            parts += [f"![convergence]({_rel(plot_dir / 'convergence.png', out_md)})", ""]
+        parts += ["| run | trials | wall time between first and last trial |", "|---|---|---|"]
+        parts += [f"| {rid} | {n} | {secs:.0f} s |" for rid, n, secs in tune_times(trials)]
+        parts.append("")
+    out_md.parent.mkdir(parents=True, exist_ok=True)
+    out_md.write_text("\n".join(parts))
+    return out_md
+
+
+def _rel(path: Path, md: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(md.parent.resolve()))
+    except ValueError:
+        return str(path)
