@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 
 from tuner.gates import GateFailure, run_all_gates
-from tuner.inputs import make_decode_inputs
+from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.measure import time_candidate, timing_inputs
 from tuner.problem import Bucket, Config, Problem
 from tuner.render import emit, load_module
@@ -50,6 +50,8 @@ def main() -> None:
     ap.add_argument("--next-n", default="1")
     ap.add_argument("--dtype", default="fp8")
     ap.add_argument("--fallback", action="store_true")
+    ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--family", default="decode_paged", choices=["decode_paged", "prefill_ragged"])
     args = ap.parse_args()
     figures = {}
     copy_bw = measure_copy_bandwidth(report=figures)
@@ -60,11 +62,16 @@ def main() -> None:
     gen = Path(tempfile.mkdtemp())
     rows = []
     for nn in [int(v) for v in args.next_n.split(",")]:
-        if args.dtype == "fp8":
-            problem = Problem(next_n=nn)
+        dt = dict(q_dtype=args.dtype, cache_dtype=args.dtype, scale_layout="none" if args.dtype == "bf16" else "page_blocked")
+        if args.family == "prefill_ragged":
+            problem = Problem(family="prefill_ragged", page_size=0, **dt)
+            gate_inputs = make_prefill_inputs(problem, 300, 2000, "random", seed=1, device="cuda")
+            matmul_rate = measure_matmul_rate(args.dtype)
+            print(f"{args.dtype} matmul rate {matmul_rate / 1e12:.0f} TFLOP/s", flush=True)
         else:
-            problem = Problem(q_dtype="bf16", cache_dtype="bf16", scale_layout="none", next_n=nn)
-        gate_inputs = make_decode_inputs(problem, 4, 4096, "random", seed=1, device="cuda")
+            problem = Problem(next_n=nn, **dt)
+            gate_inputs = make_decode_inputs(problem, 4, 4096, "random", seed=1, device="cuda")
+            matmul_rate = None
         modules = {}
         for c in configs:
             try:
@@ -80,10 +87,10 @@ def main() -> None:
             shape, lens = spec.split(":")
             b, ctx = (int(v) for v in shape.split("x"))
             sets = timing_inputs(problem, Bucket(b, ctx), lens, device="cuda")
-            fl = floor_ms(sets[0], False, copy_bw=copy_bw)
+            fl = floor_ms(sets[0], False, copy_bw=copy_bw, matmul_rate=matmul_rate)
             best = None
             for c, m in modules.items():
-                t = time_candidate(m, sets, False)
+                t = time_candidate(m, sets, False, replays=args.replays)
                 rows.append((problem.slug, spec, c.slug, t.p50_ms, fl / t.p50_ms))
                 print(f"{problem.slug:22s} {spec:18s} {c.slug:24s} {t.p50_ms * 1e3:9.1f} us  {100 * fl / t.p50_ms:5.1f}% of floor", flush=True)
                 if best is None or t.p50_ms < best[1]:
