@@ -96,8 +96,10 @@ def default_config(problem: Problem, dot_dtype: str = "native") -> Config:
             block_t = 16
         return Config(block_t=block_t, tiles_per_program=4, num_warps=4, num_stages=2, block_m=1,
                       dot_dtype=dot_dtype, orient="k_rows")
-    block_m = max(1, 128 // problem.heads)
-    return Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=2, block_m=block_m, dot_dtype=dot_dtype,
+    # Prefill: the best of the H200 prefill sweep (docs/PERF.md): 256 query-head rows per dot
+    # (block_m=4 at H=64), 64-key tiles, 32 tiles per program, 3 stages.
+    block_m = max(1, min(4, 256 // problem.heads))
+    return Config(block_t=64, tiles_per_program=32, num_warps=4, num_stages=3, block_m=block_m, dot_dtype=dot_dtype,
                   orient="k_rows")
 
 
