@@ -51,9 +51,59 @@ def info(as_json: bool) -> None:
 
 
 @main.command()
-def tune() -> None:
-    """Search kernel configs per shape bucket on this GPU with Optuna; every trial goes to db/."""
-    _not_built("tune", "Optuna tuner on the GPU")
+@click.option("--family", default="decode_paged", show_default=True, type=click.Choice(["decode_paged", "prefill_ragged"]))
+@click.option("--dtype", default="fp8", show_default=True, type=click.Choice(["fp8", "bf16"]), help="q and cache dtype.")
+@click.option("--next-n", "next_n", multiple=True, metavar="N[,N...]",
+              help="Decode draft tokens per request (repeatable or a comma list). [default: 1]")
+@click.option("--page-size", default=64, show_default=True, type=int, help="Decode cache page size (1, 32, 64, 128).")
+@click.option("--scale-layout", default=None, type=click.Choice(["page_blocked", "token_interleaved", "none"]),
+              help="Where the fp8 scales sit. [default: page_blocked for fp8, none for bf16]")
+@click.option("--heads", default=64, show_default=True, type=int)
+@click.option("--head-dim", default=128, show_default=True, type=int)
+@click.option("--lens-mode", default="1d", show_default=True, type=click.Choice(["1d", "2d"]),
+              help="context_lens [B] (causal within next_n) or [B, N].")
+@click.option("--batch", multiple=True, metavar="SIZES",
+              help="Decode: requests per CUDA graph; prefill: query rows. Comma lists, repeatable, 'pow2' = 1..256. "
+                   "[default: SGLang's capture sizes 1,2,4,8,12,16,24..256 for decode; 4096 for prefill]")
+@click.option("--context", multiple=True, metavar="SIZES",
+              help="Decode: page-table width in tokens; prefill: keys. K/M suffixes allowed. "
+                   "[default: 4K,8K,32K,128K,1M for decode; 8K,16K,32K,64K for prefill]")
+@click.option("--trials", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Distinct configs per bucket with a verdict (static infeasibility does not count).")
+@click.option("--time-budget", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Bound on the whole search, shared out over the buckets. [default: none]")
+@click.option("--sampler", default="tpe", show_default=True, type=click.Choice(["tpe", "grid", "random"]))
+@click.option("--ask-batch", default=8, show_default=True, type=click.IntRange(min=1),
+              help="Trials asked at once (built in parallel).")
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds one gate or timing may take before its worker is killed ('timeout').")
+@click.option("--db", default=str(DB_DIR / "trials.sqlite"), show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="Trial store.")
+@click.option("--optuna-db", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Optuna study storage. [default: optuna.sqlite beside --db]")
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Continue the stored Optuna studies, or start them afresh. Stored trials are never re-measured.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--interpret", is_flag=True,
+              help="Run under Triton's CPU interpreter on CPU tensors with wall-clock timing (needed where there "
+                   "is no GPU; for tests: its times say nothing about a GPU).")
+@click.option("--replays", default=30, show_default=True, type=click.IntRange(min=1),
+              help="CUDA-graph replays per timing (the wall clock takes a tenth, at least 3).")
+@click.option("--jobs", default=None, type=click.IntRange(min=1), help="Build processes. [default: min(ask batch, CPUs)]")
+@click.option("--try-config", "try_config", multiple=True, metavar="JSON",
+              help="A config to try in every bucket, e.g. from another GPU's table (repeatable).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def tune(**options) -> None:
+    """Search kernel configs per shape bucket on this GPU with Optuna; every trial goes to db/.
+
+    Per bucket: ask a batch of configs, build them in parallel, gate each config once (reference,
+    graph replay, poisoned table) and time it by CUDA-graph replay with full and partly filled
+    lengths, in a worker process that a crash or hang cannot take down. Ends with a table of the
+    best variant per bucket.
+    """
+    from tuner.tune import run
+
+    run(**options)
 
 
 @main.command()

@@ -82,6 +82,13 @@ def trial_key(gpu_slug: str, problem: Problem, bucket: Bucket, config: Config, t
     }))
 
 
+def gate_key(gpu_slug: str, problem: Problem, config: Config, template_hash: str) -> str:
+    """Gates are per (problem, config) on one GPU, not per bucket: one verdict serves every bucket."""
+    return sha256_hex(canonical_json({
+        "gpu": gpu_slug, "problem": problem.key, "config": config.key, "template": template_hash,
+    }))
+
+
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -112,6 +119,11 @@ class Store:
             columns = {f.name: _sql_type(f) for f in dataclasses.fields(TrialRow)}
             self.db["trials"].create(columns, pk="trial_key", not_null={"trial_key", "status"})
             self.db["trials"].create_index(["gpu_slug", "problem_key", "bucket_batch", "bucket_context"], if_not_exists=True)
+        if not self.db["gates"].exists():  # added within schema 1: a new table, old files gain it
+            self.db["gates"].create({"gate_key": str, "run_id": str, "created_at": str, "gpu_slug": str,
+                                     "problem_key": str, "config_key": str, "variant": str, "template_hash": str,
+                                     "status": str, "reason": str, "rel_err": float, "registers": int,
+                                     "spills": int, "shared_bytes": int}, pk="gate_key")
         if not self.db["runs"].exists():
             self.db["runs"].create({"run_id": str, "started_at": str, "env_json": str, "args_json": str,
                                     "copy_bw": float, "matmul_rate": float}, pk="run_id")
@@ -124,6 +136,18 @@ class Store:
     def get(self, key: str) -> Optional[dict]:
         try:
             return self.db["trials"].get(key)
+        except sqlite_utils.db.NotFoundError:
+            return None
+
+    def record_gate(self, row: dict) -> None:
+        """One gate verdict (see `gate_key`); status is "ok" or a failure tag from STATUSES."""
+        if row.get("status") not in STATUSES:
+            raise ValueError(f"status: expected one of {list(STATUSES)}, got {row.get('status')!r}")
+        self.db["gates"].upsert(row, pk="gate_key")
+
+    def get_gate(self, key: str) -> Optional[dict]:
+        try:
+            return self.db["gates"].get(key)
         except sqlite_utils.db.NotFoundError:
             return None
 

@@ -1,0 +1,250 @@
+"""`cli.py tune` on the CPU: the whole loop (ask, render, build, gate, time, store) under Triton's
+interpreter with wall-clock timing, on tiny problems.
+
+What is proved here: rows are stored with their timer; static infeasibility is PRUNED, never
+FAIL; a candidate that kills its worker ('crash') or hangs ('timeout') is recorded and the search
+goes on; a run killed with SIGKILL part-way loses nothing and `--resume` re-measures nothing; a
+repeated run measures nothing new. Plus the option errors, the bucket lists, the Optuna encoding
+of the space and the meta-tensor launch shapes the GPU build pool compiles for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from cli import main
+from tuner.buckets import POW2_BATCHES, SGLANG_DECODE_BATCHES, make_buckets, nearest, parse_sizes
+from tuner.problem import Bucket, Config, Problem
+from tuner.search import OptunaSpace
+from tuner.space import default_config, feasible_points, grid_points, is_feasible
+from tuner.worker import FAULTS_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = Problem(heads=16, head_dim=32, page_size=32)  # fp8, page-blocked, next_n 1
+DOT = ("fp16",)  # what the interpreter search space allows for fp8
+TINY = ["--interpret", "--heads", "16", "--head-dim", "32", "--page-size", "32", "--replays", "10", "--quiet"]
+
+
+def _rows(db: Path) -> dict[str, dict]:
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return {r["trial_key"]: dict(r) for r in con.execute("select * from trials")}
+    finally:
+        con.close()
+
+
+def _study_trials(optuna_db: Path):
+    import optuna
+
+    storage = f"sqlite:///{optuna_db}"
+    out = []
+    for name in optuna.study.get_all_study_names(storage):
+        out += optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+    return out
+
+
+def _tune(args, env=None):
+    result = CliRunner().invoke(main, ["tune", *TINY, *args], env=env)
+    assert result.exit_code == 0, result.output + "".join(__import__("traceback").format_exception(*result.exc_info))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop, with an infeasible, a crashing and a hanging candidate.
+
+
+def test_loop_records_infeasible_crash_and_timeout_and_goes_on(tmp_path):
+    db = tmp_path / "trials.sqlite"
+    default = default_config(PROBLEM, DOT[0])
+    infeasible = next(c for c in grid_points(PROBLEM, DOT) if not is_feasible(PROBLEM, c))
+    crash, hang = [c for c in feasible_points(PROBLEM, None, DOT) if c != default][:2]
+    faults = json.dumps({"crash": [crash.slug], "hang": [hang.slug]})
+    tries = [f"--try-config={c.to_json()}" for c in (infeasible, crash, hang)]
+    result = _tune(["--batch", "1,2", "--context", "64", "--trials", "4", "--ask-batch", "4", "--timeout", "10",
+                    "--db", str(db), *tries], env={FAULTS_ENV: faults})
+
+    rows = list(_rows(db).values())
+    by_bucket = {}
+    for r in rows:
+        by_bucket.setdefault(r["bucket_batch"], {}).setdefault(r["status"], set()).add(r["config_key"])
+    for batch in (1, 2):
+        statuses = by_bucket[batch]
+        assert infeasible.key in statuses["infeasible"]
+        assert statuses["crash"] == {crash.key}  # gated once; the verdict serves both buckets
+        assert statuses["timeout"] == {hang.key}
+        assert default.key in statuses["ok"]
+        assert len(statuses["ok"]) >= 2, "the search went on after the crash and the hang"
+    for r in rows:
+        assert r["run_id"] and r["gpu_slug"] == "cpu" and r["template_hash"]
+        if r["status"] == "ok":
+            assert r["timer"] == "wall_clock"
+            assert r["p50_ms"] > 0 and r["partial_p50_ms"] > 0
+            assert r["score_ms"] == pytest.approx(r["p50_ms"] + r["partial_p50_ms"])
+            assert r["rel_err"] is not None and r["rel_err"] < 1e-3
+        else:
+            assert r["p50_ms"] is None and r["reason"]
+    crash_row = next(r for r in rows if r["status"] == "crash")
+    assert "died" in crash_row["reason"]
+
+    trials = _study_trials(db.with_name("optuna.sqlite"))
+    states = {t.state.name for t in trials}
+    assert "FAIL" not in states and "RUNNING" not in states
+    space = OptunaSpace(PROBLEM, DOT)
+    for t in trials:
+        status_is_ok = t.state.name == "COMPLETE"
+        config = space.config(t.params)
+        if config in (infeasible, crash, hang):
+            assert t.state.name == "PRUNED" and not status_is_ok
+    # the gate verdicts were stored once per config, not per bucket
+    con = sqlite3.connect(db)
+    gates = dict(con.execute("select config_key, status from gates").fetchall())
+    con.close()
+    assert gates[crash.key] == "crash" and gates[hang.key] == "timeout"
+    assert "b1_c64" in result.output and "db:" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Kill part-way, resume, repeat.
+
+
+def test_sigkill_then_resume_loses_nothing_and_repeat_measures_nothing(tmp_path):
+    db = tmp_path / "trials.sqlite"
+    args = ["--batch", "1,2", "--context", "64", "--trials", "3", "--ask-batch", "2", "--db", str(db)]
+    env = {k: v for k, v in os.environ.items() if k != FAULTS_ENV}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "tune", *TINY, *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists():
+                try:
+                    if sum(r["status"] == "ok" for r in _rows(db).values()) >= 1:
+                        break
+                except sqlite3.OperationalError:
+                    pass  # the table is being created
+            time.sleep(0.1)
+        assert proc.poll() is None, "the run finished before it could be killed: " + proc.stderr.read().decode()[-2000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the tuner, its worker and its build processes
+        proc.wait(30)
+    before = _rows(db)
+    assert before, "nothing was stored before the kill"
+
+    result = _tune(["--resume", *args])
+    after = _rows(db)
+    assert len(after) > len(before)
+    for key, row in before.items():
+        assert after[key] == row, f"stored trial {row['variant']} was changed (re-measured?) by --resume"
+    ok = {(r["bucket_batch"], r["config_key"]) for r in after.values() if r["status"] != "infeasible"}
+    for batch in (1, 2):
+        assert sum(1 for b, _ in ok if b == batch) >= 3
+    assert "RUNNING" not in {t.state.name for t in _study_trials(db.with_name("optuna.sqlite"))}
+
+    again = _tune(args)
+    assert _rows(db) == after
+    assert "this run: 0 trials measured" in again.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Options, buckets, the Optuna space, the build pool's launch shapes (no worker processes).
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--batch", "0"], "--batch"),
+    (["--batch", "many"], "--batch"),
+    (["--context", "4Q"], "--context"),
+    (["--next-n", "9"], "--next-n"),
+    (["--page-size", "48"], "--page-size"),
+    (["--heads", "12"], "--heads"),
+    (["--dtype", "bf16", "--scale-layout", "page_blocked"], "--scale-layout"),
+    (["--family", "prefill_ragged", "--batch", "4096", "--context", "1024"], "--context"),
+    (["--try-config", "{\"block_t\": 3}"], "--try-config"),
+])
+def test_bad_options_name_the_option(args, option):
+    result = CliRunner().invoke(main, ["tune", "--interpret", *args])
+    assert result.exit_code == 2, result.output
+    assert option in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown where there is no GPU")
+def test_without_gpu_and_without_interpret_says_so(tmp_path):
+    result = CliRunner().invoke(main, ["tune", "--db", str(tmp_path / "t.sqlite")])
+    assert result.exit_code != 0
+    assert "no GPU found" in result.output and "--interpret" in result.output
+
+
+def test_bucket_lists():
+    assert parse_sizes("pow2", "batch") == POW2_BATCHES == (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    assert parse_sizes(["4K,8k", "1M"], "context") == (4096, 8192, 1 << 20)
+    assert SGLANG_DECODE_BATCHES[:7] == (1, 2, 4, 8, 12, 16, 24) and SGLANG_DECODE_BATCHES[-1] == 256
+    buckets = make_buckets(PROBLEM, (1, 2), (128, 64))
+    assert buckets == [Bucket(1, 64), Bucket(2, 64), Bucket(1, 128), Bucket(2, 128)]
+    assert nearest(Bucket(4, 64), buckets) == Bucket(2, 64)
+    assert nearest(Bucket(1, 64), []) is None
+
+
+def test_optuna_space_round_trips_every_point():
+    for problem, dots in ((PROBLEM, DOT), (Problem(family="prefill_ragged", page_size=0, heads=8), ("native",))):
+        space = OptunaSpace(problem, dots)
+        for config in grid_points(problem, dots):
+            params = space.params_of(config)
+            assert space.config(params) == config
+            for name, value in params.items():
+                assert space.distributions[name]._contains(space.distributions[name].to_internal_repr(value))
+        assert "log2_block_t" in space.distributions and space.fixed["dot_dtype"] == dots[0]
+        assert space.params_of(Config(dot_dtype="fp32")) is None  # outside the restricted dot dtypes
+
+
+def _kernel_ints(module, inputs, clean):
+    """The integer arguments and tensor dtypes the launcher hands the jit kernel."""
+    from tuner.gates import launch, new_output
+
+    name = next(n for n in dir(module) if n.startswith("_") and n.endswith("_kernel"))
+    kernel, seen = getattr(module, name), []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append(([x.dtype if isinstance(x, torch.Tensor) else x for x in a], kw))
+
+    setattr(module, name, Recorder())
+    try:
+        launch(module, inputs, new_output(inputs), clean)
+    finally:
+        setattr(module, name, kernel)
+    return seen
+
+
+@pytest.mark.parametrize("problem, batch, context", [
+    (PROBLEM, 3, 256),
+    (Problem(heads=16, head_dim=32, page_size=32, cache_dtype="bf16", q_dtype="bf16", scale_layout="none", next_n=2,
+             lens_mode="2d"), 2, 128),
+    (Problem(heads=16, head_dim=32, page_size=32, scale_layout="token_interleaved"), 1, 96),
+    (Problem(family="prefill_ragged", page_size=0, heads=16, head_dim=32), 16, 64),
+])
+def test_build_pool_warms_the_launch_the_worker_makes(problem, batch, context, tmp_path):
+    """The GPU build pool compiles from meta tensors; their launch must hand the kernel the same
+    integers (what Triton specialises on) as the real timing inputs."""
+    from tuner.measure import timing_inputs
+    from tuner.prebuild import mock_inputs
+    from tuner.render import emit, load_module
+
+    dots = ("fp16",) if problem.cache_dtype == "fp8" else ("fp32",)
+    config = default_config(problem, dots[0])
+    if not is_feasible(problem, config):
+        config = feasible_points(problem, None, dots)[0]
+    module = load_module(emit(problem, config, tmp_path))
+    real = timing_inputs(problem, Bucket(batch, context), "full", device="cpu", min_pool_bytes=0)[0]
+    assert _kernel_ints(module, mock_inputs(problem, batch, context), False) == _kernel_ints(module, real, False)

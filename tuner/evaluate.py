@@ -1,0 +1,276 @@
+"""One verdict per (problem, bucket, config): from the store, from the static check, from the
+gate cache, or measured (build in the pool, gate and time in the worker). Every verdict that is
+not already stored becomes one trial row, written as soon as it is known.
+
+Order of the questions, cheapest first:
+1. the store has this trial_key (same GPU, problem, bucket, config, template, timer): answer
+   with the stored row, measure nothing (resume, repeated runs, TPE re-proposals). Rows whose
+   status is "error" (a harness failure, not the candidate's) are retried;
+2. the static check against the local target fails: 'infeasible';
+3. the config's gate verdict is known (this run, or the store's gates table): a failed gate
+   marks this bucket's trial with the gate's status without running anything;
+4. otherwise build (parallel), gate once per config, then time on the bucket.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from . import __version__
+from .buckets import lens_modes
+from .prebuild import LaunchShape, Prebuilder
+from .problem import Bucket, Config, Problem, variant_name
+from .space import InfeasibleConfig, Target, check
+from .store import Store, TrialRow, gate_key, now_iso, trial_key
+from .worker import Worker, WorkerUnavailable
+
+RETRIED_STATUSES = ("error",)  # not the candidate's fault: measure again on the next run
+PREPARE_TIMEOUT_MIN_S = 600.0  # building a bucket's inputs (gigabytes on a GPU) is not a candidate
+
+
+class BucketUnavailable(RuntimeError):
+    """The worker could not build this bucket's inputs; its trials cannot be timed."""
+
+
+@dataclass
+class Verdict:
+    status: str  # a tuner.store.STATUSES value
+    score_ms: Optional[float]
+    row: dict
+    fresh: bool  # decided in this run (False: answered from the store)
+    measured: bool  # timed in this run
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every row of this run shares."""
+
+    run_id: str
+    gpu_slug: str
+    timer: str  # "cuda_graph" | "wall_clock"
+    env: dict  # tuner.envinfo.Environment.to_dict()
+    template_hashes: dict  # family -> template hash
+    target: Optional[Target]  # static limits of the local GPU; None under the interpreter
+    interpret: bool
+    replays: int
+    timeout_s: float
+    seed: int
+
+
+class Evaluator:
+    def __init__(self, store: Store, ctx: RunContext, src_dir: Path, gate_shape: Callable[[Problem], tuple[int, int]],
+                 jobs: int | None = None):
+        self.store, self.ctx = store, ctx
+        self.gate_shape = gate_shape
+        self.src_dir = Path(src_dir)
+        self.worker = Worker(ctx.interpret)
+        self.builder = Prebuilder(ctx.interpret, src_dir, jobs)
+        self.calibration: dict = {"copy_bw": None, "matmul_rate": None}
+        self._gates: dict[str, dict] = {}  # gate_key -> gate row
+        self._built: set[str] = set()  # variant names built by the pool in this run
+        self._gate_ready: Optional[str] = None  # problem key whose gate inputs the worker holds
+        self._bucket_ready: Optional[tuple[str, str]] = None
+        self.build_warnings: list[str] = []
+
+    def close(self) -> None:
+        self.worker.close()
+        self.builder.close()
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def calibrate(self, dtype: str) -> dict:
+        """Copy bandwidth and matmul rate of the GPU (at the start of a GPU run)."""
+        reply = self.worker.request("calibrate", {"dtype": dtype}, timeout=max(PREPARE_TIMEOUT_MIN_S, self.ctx.timeout_s))
+        if not reply.ok:
+            raise RuntimeError(f"calibrating the GPU (copy bandwidth, matmul rate) failed: {reply.status}: {reply.detail}")
+        self.calibration = {"copy_bw": reply.data["copy_bw"], "matmul_rate": reply.data["matmul_rate"]}
+        return self.calibration
+
+    def evaluate(self, problem: Problem, bucket: Bucket, configs: Sequence[Config], sources: Sequence[str],
+                 deadline: float | None = None,
+                 on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Optional[Verdict]]:
+        """Verdicts in input order; None for a config left undecided because `deadline`
+        (time.monotonic) passed. Duplicate configs in one call are decided once."""
+        verdicts: list[Optional[Verdict]] = [None] * len(configs)
+        first: dict[str, int] = {}
+        todo: list[int] = []
+
+        def settle(i: int, v: Verdict) -> None:
+            verdicts[i] = v
+            if on_verdict:
+                on_verdict(i, v)
+
+        for i, config in enumerate(configs):
+            if config.key in first:
+                continue
+            first[config.key] = i
+            v = self._quick_verdict(problem, bucket, config, sources[i])
+            if v is None:
+                todo.append(i)
+            else:
+                settle(i, v)
+        self._build([configs[i] for i in todo], problem, bucket)
+        for i in todo:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            settle(i, self._measure(problem, bucket, configs[i], sources[i]))
+        for i, config in enumerate(configs):  # duplicates take their first's verdict
+            j = first[config.key]
+            if j != i and verdicts[j] is not None:
+                verdicts[i] = Verdict(verdicts[j].status, verdicts[j].score_ms, verdicts[j].row, False, False)
+        return verdicts
+
+    # -- the cheap answers ------------------------------------------------------------------
+
+    def _key(self, problem: Problem, bucket: Bucket, config: Config) -> str:
+        return trial_key(self.ctx.gpu_slug, problem, bucket, config, self.ctx.template_hashes[problem.family], self.ctx.timer)
+
+    def _gate_key(self, problem: Problem, config: Config) -> str:
+        return gate_key(self.ctx.gpu_slug, problem, config, self.ctx.template_hashes[problem.family])
+
+    def _quick_verdict(self, problem, bucket, config, source) -> Optional[Verdict]:
+        stored = self.store.get(self._key(problem, bucket, config))
+        if stored is not None and stored["status"] not in RETRIED_STATUSES:
+            return Verdict(stored["status"], stored["score_ms"], stored, fresh=False, measured=False)
+        try:
+            check(problem, config, self.ctx.target)
+        except InfeasibleConfig as exc:
+            return self._record(problem, bucket, config, source, "infeasible", f"{exc.reason}: {exc.detail}")
+        gate = self._known_gate(problem, config)
+        if gate is not None and gate["status"] != "ok":
+            return self._record(problem, bucket, config, source, gate["status"], f"gate: {gate['reason']}", gate=gate)
+        return None
+
+    def _known_gate(self, problem: Problem, config: Config) -> Optional[dict]:
+        key = self._gate_key(problem, config)
+        if key not in self._gates:
+            stored = self.store.get_gate(key)
+            if stored is not None and stored["status"] not in RETRIED_STATUSES:
+                self._gates[key] = stored
+        return self._gates.get(key)
+
+    def _remember_gate(self, problem: Problem, config: Config, status: str, reason: str, data: dict) -> dict:
+        row = {"gate_key": self._gate_key(problem, config), "run_id": self.ctx.run_id, "created_at": now_iso(),
+               "gpu_slug": self.ctx.gpu_slug, "problem_key": problem.key, "config_key": config.key,
+               "variant": variant_name(problem, config), "template_hash": self.ctx.template_hashes[problem.family],
+               "status": status, "reason": reason[:4000], "rel_err": data.get("rel_err"),
+               "registers": data.get("registers"), "spills": data.get("spills"), "shared_bytes": data.get("shared_bytes")}
+        self._gates[row["gate_key"]] = row
+        if status not in RETRIED_STATUSES:
+            self.store.record_gate(row)
+        return row
+
+    # -- building and measuring -------------------------------------------------------------
+
+    def _build(self, configs: Sequence[Config], problem: Problem, bucket: Bucket) -> None:
+        """Render/import/compile the configs not built yet, in parallel; a failure is the
+        config's gate verdict ('compile_error')."""
+        need = [c for c in configs if variant_name(problem, c) not in self._built and self._known_gate(problem, c) is None]
+        if not need:
+            return
+        self.worker.start()  # its imports (and CUDA start-up) overlap the builds
+        gb, gc = self.gate_shape(problem)
+        shapes = [LaunchShape(gb, gc, True), LaunchShape(gb, gc, False), LaunchShape(bucket.batch, bucket.context, False)]
+        for result in self.builder.build(problem, need, shapes):
+            self._built.add(variant_name(problem, result.config))
+            if result.status != "ok":
+                self._remember_gate(problem, result.config, result.status, result.detail, {})
+            elif result.detail and len(self.build_warnings) < 20:
+                self.build_warnings.append(f"{variant_name(problem, result.config)}: {result.detail}")
+
+    def _payload(self, problem: Problem, config: Config, **extra) -> dict:
+        return {"problem": problem.to_json(), "config": config.to_json(), "src_dir": str(self.src_dir),
+                "seed": self.ctx.seed, **extra}
+
+    def _prepare_timeout(self) -> float:
+        return max(PREPARE_TIMEOUT_MIN_S, 5 * self.ctx.timeout_s)
+
+    def _ensure_gate_inputs(self, problem: Problem) -> None:
+        if self._gate_ready == problem.key:
+            return
+        batch, context = self.gate_shape(problem)
+        reply = self.worker.prepare("gate_inputs", "gate_inputs", {"problem": problem.to_json(), "batch": batch,
+                                    "context": context, "seed": self.ctx.seed + 1}, self._prepare_timeout())
+        if not reply.ok:
+            raise RuntimeError(f"building the gate inputs of {problem.slug} failed: {reply.status}: {reply.detail}")
+        self._gate_ready = problem.key
+
+    def _ensure_bucket_inputs(self, problem: Problem, bucket: Bucket) -> None:
+        if self._bucket_ready == (problem.key, bucket.key):
+            return
+        self._bucket_ready = None
+        reply = self.worker.prepare("bucket_inputs", "bucket_inputs", {"problem": problem.to_json(),
+                                    "bucket": bucket.to_json(), "seed": self.ctx.seed + 2}, self._prepare_timeout())
+        if not reply.ok:
+            raise BucketUnavailable(f"building the timing inputs of {problem.slug} {bucket.slug} failed: "
+                                    f"{reply.status}: {reply.detail}")
+        self._bucket_ready = (problem.key, bucket.key)
+
+    def _measure(self, problem, bucket, config, source) -> Verdict:
+        try:
+            return self._gate_and_time(problem, bucket, config, source)
+        except WorkerUnavailable as exc:  # a restarted worker could not rebuild its inputs
+            self._gate_ready = self._bucket_ready = None
+            raise BucketUnavailable(str(exc)) from None
+
+    def _gate_and_time(self, problem, bucket, config, source) -> Verdict:
+        gate = self._known_gate(problem, config)
+        if gate is None:
+            self._ensure_gate_inputs(problem)
+            reply = self.worker.request("gate", self._payload(problem, config), self.ctx.timeout_s)
+            gate = self._remember_gate(problem, config, reply.status, reply.detail, reply.data)
+        if gate["status"] != "ok":
+            return self._record(problem, bucket, config, source, gate["status"], f"gate: {gate['reason']}", gate=gate)
+        self._ensure_bucket_inputs(problem, bucket)
+        payload = self._payload(problem, config, bucket=bucket.to_json(), replays=self.ctx.replays, **self.calibration)
+        reply = self.worker.request("time", payload, self.ctx.timeout_s)
+        if not reply.ok:  # bucket-specific (e.g. an overflow only at 1M tokens): not a gate verdict
+            return self._record(problem, bucket, config, source, reply.status, f"timing: {reply.detail}", gate=gate)
+        return self._record(problem, bucket, config, source, "ok", "", gate=gate, timings=reply.data)
+
+    # -- rows -------------------------------------------------------------------------------
+
+    def _record(self, problem: Problem, bucket: Bucket, config: Config, source: str, status: str, reason: str,
+                gate: Optional[dict] = None, timings: Optional[dict] = None) -> Verdict:
+        env = self.ctx.env
+        row = TrialRow(
+            trial_key=self._key(problem, bucket, config), run_id=self.ctx.run_id, created_at=now_iso(),
+            gpu_slug=self.ctx.gpu_slug, family=problem.family, problem_json=problem.to_json(), problem_key=problem.key,
+            bucket_batch=bucket.batch, bucket_context=bucket.context, config_json=config.to_json(),
+            config_key=config.key, variant=variant_name(problem, config), status=status, reason=reason[:4000],
+            gpu_name=env["gpu_name"], compute_capability=env["compute_capability"], sm_count=env["sm_count"],
+            driver=env["driver"], cuda_version=env["cuda"], torch_version=env["torch"], triton_version=env["triton"],
+            template_hash=self.ctx.template_hashes[problem.family], tool_version=__version__,
+            copy_bw=self.calibration["copy_bw"], matmul_rate=self.calibration["matmul_rate"], source=source,
+        )
+        if gate is not None:
+            row.rel_err, row.registers = gate.get("rel_err"), gate.get("registers")
+            row.spills, row.shared_bytes = gate.get("spills"), gate.get("shared_bytes")
+        if timings is not None:
+            _fill_timings(row, problem, timings)
+        self.store.record(row)  # autocommit: a killed run keeps every row written so far
+        return Verdict(status, row.score_ms, row.to_dict(), fresh=True, measured=timings is not None)
+
+
+def _fill_timings(row: TrialRow, problem: Problem, timings: dict) -> None:
+    """The objective: p50 at full lengths plus p50 at partly filled lengths (decode), else p50."""
+    full = timings["full"]
+    row.timer = full["method"]
+    row.p20_ms, row.p50_ms, row.p80_ms = full["p20_ms"], full["p50_ms"], full["p80_ms"]
+    row.floor_ms = full.get("floor_ms")
+    if row.floor_ms:
+        row.frac_of_floor = row.floor_ms / row.p50_ms
+    row.score_ms = row.p50_ms
+    if "partial" in timings and "quarter" in lens_modes(problem):
+        part = timings["partial"]
+        row.partial_p50_ms = part["p50_ms"]
+        row.score_ms += part["p50_ms"]
+        if part.get("floor_ms"):
+            row.partial_frac_of_floor = part["floor_ms"] / part["p50_ms"]

@@ -1,0 +1,401 @@
+"""The Optuna search: one study per (problem, bucket), asked in batches, told every verdict.
+
+- Studies live in an SQLite file beside the trial store and are named from what makes a
+  measurement comparable (problem, bucket, GPU, timer, template, search space, sampler), never
+  from a variant, so a resumed run reloads them (`load_if_exists`).
+- Each study is seeded (enqueue_trial) with the family default config, configs the user names,
+  and the winner of the nearest finished bucket.
+- Static infeasibility and every failed candidate are told as PRUNED (never FAIL): the sampler
+  learns that region is worse, and the trial still counts as visited.
+- `--trials N` is the number of distinct configs per bucket that reach a verdict other than
+  static infeasibility; `--time-budget` bounds the whole run and is shared out between the
+  buckets still to do, so a budget cut leaves no bucket untuned.
+- Asked trials left without a verdict (the run was killed or its budget ran out) stay RUNNING in
+  the study; the next run evaluates them first.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from .buckets import nearest
+from .evaluate import BucketUnavailable, Evaluator, Verdict
+from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
+from .space import AXES, default_config, feasible_points, is_feasible
+
+SAMPLERS = ("tpe", "grid", "random")
+STALE_ASKS = 40  # asks in a row without a new config: the sampler has converged or the space is used up
+
+
+# --------------------------------------------------------------------------------------------
+# The space as Optuna sees it.
+
+def _is_pow2_run(values: Sequence) -> bool:
+    if not all(isinstance(v, int) and v > 0 and v & (v - 1) == 0 for v in values):
+        return False
+    exps = [int(math.log2(v)) for v in values]
+    return exps == list(range(exps[0], exps[0] + len(exps)))
+
+
+class OptunaSpace:
+    """Config axes as Optuna distributions. Ordered axes stay ordered for TPE: powers of two
+    become `log2_<axis>` integers, runs of integers become integers; strings are categorical.
+    Axes with a single value (e.g. decode's block_m, a restricted dot dtype) are fixed."""
+
+    def __init__(self, problem: Problem, dot_dtypes: Sequence[str]):
+        import optuna
+
+        axes = dict(AXES[problem.family])
+        axes["dot_dtype"] = tuple(dot_dtypes)
+        self.axes = axes
+        self.fixed = {name: values[0] for name, values in axes.items() if len(values) == 1}
+        self._params: dict[str, tuple[str, str, tuple]] = {}  # param -> (axis, encoding, values)
+        self.distributions: dict = {}
+        for name in sorted(axes):
+            values = tuple(axes[name])
+            if len(values) == 1:
+                continue
+            if _is_pow2_run(values):
+                param, enc = f"log2_{name}", "log2"
+                dist = optuna.distributions.IntDistribution(int(math.log2(values[0])), int(math.log2(values[-1])))
+            elif all(isinstance(v, int) for v in values) and list(values) == list(range(values[0], values[-1] + 1)):
+                param, enc = name, "int"
+                dist = optuna.distributions.IntDistribution(values[0], values[-1])
+            else:
+                param, enc = name, "cat"
+                dist = optuna.distributions.CategoricalDistribution(values)
+            self._params[param] = (name, enc, values)
+            self.distributions[param] = dist
+
+    @property
+    def signature(self) -> str:
+        return canonical_json({k: list(v) for k, v in self.axes.items()})
+
+    def config(self, params: dict) -> Config:
+        fields = dict(self.fixed)
+        for param, (name, enc, _) in self._params.items():
+            value = params[param]
+            fields[name] = 2 ** int(value) if enc == "log2" else value
+        return Config(**fields)
+
+    def params_of(self, config: Config) -> Optional[dict]:
+        """Optuna params for a config, or None when the config lies outside this space."""
+        if any(getattr(config, name) != value for name, value in self.fixed.items()):
+            return None
+        params = {}
+        for param, (name, enc, values) in self._params.items():
+            value = getattr(config, name)
+            if value not in values:
+                return None
+            params[param] = int(math.log2(value)) if enc == "log2" else value
+        return params
+
+    def grid(self) -> dict[str, list]:
+        out = {}
+        for param, (_, enc, values) in self._params.items():
+            out[param] = [int(math.log2(v)) for v in values] if enc == "log2" else list(values)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Settings, summaries.
+
+@dataclass(frozen=True)
+class SearchSettings:
+    trials: int = 20
+    time_budget_s: Optional[float] = None
+    sampler: str = "tpe"
+    ask_batch: int = 8
+    seed: int = 0
+    resume: bool = True
+    dot_dtypes: tuple = ("native",)
+    try_configs: tuple = ()  # Config objects enqueued in every study
+    optuna_storage: str = "sqlite:///db/optuna.sqlite"
+
+
+@dataclass
+class BucketSummary:
+    problem: Problem
+    bucket: Bucket
+    best: Optional[dict] = None  # the best ok trial row
+    measured: int = 0  # ok rows (timed), any run
+    pruned: int = 0  # statically infeasible rows
+    failed: int = 0  # compile errors, failed gates, crashes, timeouts, errors
+    new_measured: int = 0  # timed in this run
+    from_store: int = 0  # answered from the store in this run
+    note: str = ""
+
+
+@dataclass
+class RunTotals:
+    measured: int = 0
+    from_store: int = 0
+    decided: int = 0  # fresh verdicts (measured or not)
+    by_status: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# The search.
+
+def study_name(problem: Problem, bucket: Bucket, gpu_slug: str, timer: str, template_hash: str,
+               space: OptunaSpace, sampler: str) -> str:
+    digest = sha256_hex(canonical_json({"problem": problem.key, "bucket": bucket.key, "gpu": gpu_slug, "timer": timer,
+                                        "template": template_hash, "space": space.signature, "sampler": sampler}))[:10]
+    return f"{problem.family}__{problem.slug}__{bucket.slug}__{gpu_slug}__{timer}__{sampler}__{digest}"
+
+
+def make_sampler(name: str, space: OptunaSpace, seed: int, trials: int):
+    import optuna
+
+    if name == "tpe":
+        # Few startup trials: budgets here are tens of trials per bucket, and the seeds (the
+        # default, the neighbour's winner) already give TPE good points to start from.
+        return optuna.samplers.TPESampler(multivariate=True, seed=seed, n_startup_trials=max(3, min(10, trials // 3)))
+    if name == "grid":
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ValueError(f"sampler: expected one of {list(SAMPLERS)}, got {name!r}")
+
+
+class Search:
+    def __init__(self, evaluator: Evaluator, settings: SearchSettings, target=None,
+                 progress: Callable[..., None] | None = None):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.optuna = optuna
+        self.ev = evaluator
+        self.s = settings
+        self.target = target
+        self.progress = progress or (lambda **kw: None)
+        self.storage = optuna.storages.RDBStorage(settings.optuna_storage,
+                                                  engine_kwargs={"connect_args": {"timeout": 60}})
+        self.totals = RunTotals()
+        self.winners: dict[str, dict[Bucket, Config]] = {}  # problem key -> bucket -> best config
+
+    def run(self, plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[BucketSummary]:
+        start = time.monotonic()
+        end = start + self.s.time_budget_s if self.s.time_budget_s else None
+        total = sum(len(buckets) for _, buckets in plan)
+        summaries, done = [], 0
+        for problem, buckets in plan:
+            for bucket in buckets:
+                share = None
+                if end is not None:  # an equal share of what is left; unused time rolls over
+                    share = time.monotonic() + max(0.0, end - time.monotonic()) / (total - done)
+                summaries.append(self.tune_bucket(problem, bucket, share, end))
+                done += 1
+        return summaries
+
+    # -- one bucket -------------------------------------------------------------------------
+
+    def tune_bucket(self, problem: Problem, bucket: Bucket, share_end: float | None, run_end: float | None) -> BucketSummary:
+        ctx = self.ev.ctx
+        space = OptunaSpace(problem, self.s.dot_dtypes)
+        name = study_name(problem, bucket, ctx.gpu_slug, ctx.timer, ctx.template_hashes[problem.family], space, self.s.sampler)
+        study = self._open_study(name, space)
+        summary = BucketSummary(problem, bucket)
+        feasible = len(feasible_points(problem, self.target, self.s.dot_dtypes))
+        goal = min(self.s.trials, feasible)
+        counted = self._counted(study, space, problem)
+        self._seed(study, space, problem, bucket)
+        # Asked but never told (a killed run, or a budget cut): evaluate these first.
+        pending = [(t.number, space.config(t.params), t.user_attrs.get("source", f"optuna:{self.s.sampler}"))
+                   for t in study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.RUNNING,))]
+        self.progress(event="bucket", problem=problem, bucket=bucket, goal=goal, counted=len(counted))
+        stale, first = 0, True
+        while len(counted) < goal or pending:
+            now = time.monotonic()
+            if run_end is not None and now > run_end:
+                summary.note = "time budget spent"
+                break
+            if share_end is not None and now > share_end and not first:  # the first batch always runs
+                summary.note = "its share of the time budget spent"
+                break
+            first = False
+            if stale >= STALE_ASKS:
+                summary.note = f"sampler proposed nothing new in {STALE_ASKS} asks"
+                break
+            batch = pending
+            pending = []
+            while len(batch) < min(self.s.ask_batch, max(1, goal - len(counted))):
+                if self.s.sampler == "grid" and study.sampler.is_exhausted(study):
+                    break
+                trial = study.ask(fixed_distributions=space.distributions)
+                batch.append((trial.number, space.config(trial.params),
+                              trial.user_attrs.get("source", f"optuna:{self.s.sampler}")))
+            if not batch:
+                summary.note = "grid exhausted"
+                break
+            before = len(counted)
+            try:
+                self._evaluate_batch(study, problem, bucket, batch, counted, run_end)
+            except BucketUnavailable as exc:
+                summary.note = f"skipped: {exc}"
+                break
+            stale = stale + len(batch) if len(counted) == before else 0
+        self._summarize(summary)
+        if summary.best is not None:
+            self.winners.setdefault(problem.key, {})[bucket] = Config.from_json(summary.best["config_json"])
+        self.progress(event="bucket_done", summary=summary)
+        return summary
+
+    def _evaluate_batch(self, study, problem, bucket, batch, counted: set, run_end) -> None:
+        configs = [c for _, c, _ in batch]
+        sources = [s for _, _, s in batch]
+        State = self.optuna.trial.TrialState
+
+        def on_verdict(i: int, v: Verdict) -> None:
+            self._note(v)
+            if v.status != "infeasible" and configs[i].key not in counted:
+                counted.add(configs[i].key)
+                self.progress(event="trial", problem=problem, bucket=bucket, verdict=v, counted=len(counted))
+
+        verdicts = self.ev.evaluate(problem, bucket, configs, sources, deadline=run_end, on_verdict=on_verdict)
+        for (number, config, _), v in zip(batch, verdicts):
+            if v is None:
+                continue  # left RUNNING: the next run evaluates it
+            if v.ok:
+                study.tell(number, v.score_ms, skip_if_finished=True)
+            else:  # infeasible or failed: PRUNED, never FAIL (see the module docstring)
+                study.tell(number, state=State.PRUNED, skip_if_finished=True)
+            if v.status != "infeasible" and config.key not in counted:
+                counted.add(config.key)  # a duplicate of an earlier verdict in this batch
+
+    def _note(self, v: Verdict) -> None:
+        t = self.totals
+        if v.measured:
+            t.measured += 1
+        if v.fresh:
+            t.decided += 1
+            t.by_status[v.status] = t.by_status.get(v.status, 0) + 1
+        else:
+            t.from_store += 1
+
+    # -- studies ----------------------------------------------------------------------------
+
+    def _open_study(self, name: str, space: OptunaSpace):
+        optuna = self.optuna
+        if not self.s.resume:
+            try:
+                optuna.delete_study(study_name=name, storage=self.storage)
+            except KeyError:
+                pass
+        return optuna.create_study(study_name=name, storage=self.storage, direction="minimize", load_if_exists=True,
+                                   sampler=make_sampler(self.s.sampler, space, self.s.seed, self.s.trials))
+
+    def _counted(self, study, space: OptunaSpace, problem: Problem) -> set:
+        """Configs of this study that already have a verdict other than static infeasibility."""
+        State = self.optuna.trial.TrialState
+        out = set()
+        for t in study.get_trials(deepcopy=False, states=(State.COMPLETE, State.PRUNED)):
+            config = space.config(t.params)
+            if is_feasible(problem, config, self.target):
+                out.add(config.key)
+        return out
+
+    def _seed(self, study, space: OptunaSpace, problem: Problem, bucket: Bucket) -> None:
+        seeds = [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
+        seeds += [(c, "seed:user") for c in self.s.try_configs]
+        done = self.winners.get(problem.key, {})
+        near = nearest(bucket, done)
+        if near is not None:
+            seeds.append((done[near], f"seed:neighbour:{near.slug}"))
+        for config, source in seeds:
+            params = space.params_of(config)
+            if params is not None:
+                study.enqueue_trial(params, user_attrs={"source": source}, skip_if_exists=True)
+
+    # -- summary ----------------------------------------------------------------------------
+
+    def _summarize(self, summary: BucketSummary) -> None:
+        ctx = self.ev.ctx
+        p, b = summary.problem, summary.bucket
+        rows = self.ev.store.trials(
+            "gpu_slug = ? and problem_key = ? and bucket_batch = ? and bucket_context = ? and template_hash = ?",
+            [ctx.gpu_slug, p.key, b.batch, b.context, ctx.template_hashes[p.family]])
+        for r in rows:
+            if r["status"] == "ok" and r["timer"] == ctx.timer:
+                summary.measured += 1
+                if summary.best is None or (r["score_ms"], r["trial_key"]) < (summary.best["score_ms"], summary.best["trial_key"]):
+                    summary.best = r
+            elif r["status"] == "infeasible":
+                summary.pruned += 1
+            elif r["status"] != "ok":
+                summary.failed += 1
+
+
+def format_summary(summaries: Sequence[BucketSummary], db_path: Path, totals: RunTotals) -> str:
+    """The end-of-run table: one line per bucket."""
+    head = f"{'problem':<24} {'bucket':<16} {'best variant':<44} {'p50 full / partial':>22} {'% floor':>14} {'ok/pruned/failed':>17}"
+    lines = [head, "-" * len(head)]
+    for s in summaries:
+        best = s.best
+        if best is None:
+            variant, times, floor = "-", "-", "-"
+        else:
+            variant = best["variant"].split("__")[2] if best["variant"].count("__") >= 3 else best["variant"]
+            times = _ms(best["p50_ms"]) + (" / " + _ms(best["partial_p50_ms"]) if best["partial_p50_ms"] is not None else "")
+            floor = _pct(best["frac_of_floor"]) + (" / " + _pct(best["partial_frac_of_floor"])
+                                                    if best["partial_p50_ms"] is not None else "")
+        counts = f"{s.measured}/{s.pruned}/{s.failed}"
+        line = f"{s.problem.slug:<24} {s.bucket.slug:<16} {variant:<44} {times:>22} {floor:>14} {counts:>17}"
+        if s.note:
+            line += f"  ({s.note})"
+        lines.append(line)
+    status = ", ".join(f"{k} {v}" for k, v in sorted(totals.by_status.items())) or "none"
+    lines.append("")
+    lines.append(f"this run: {totals.measured} trials measured, {totals.from_store} answered from the store, "
+                 f"new verdicts by status: {status}")
+    lines.append(f"db: {db_path}")
+    return "\n".join(lines)
+
+
+def _ms(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1e3:.1f}us" if v < 1 else f"{v:.2f}ms"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+class TqdmProgress:
+    """Progress bar on stderr: bucket, trials with a verdict, best time and its % of the floor."""
+
+    def __init__(self, total: int, disable: bool = False):
+        import sys
+
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, file=sys.stderr, unit="trial", dynamic_ncols=True, disable=disable)
+        self.label, self.goal, self.seen, self.best = "", 0, 0, None
+
+    def __call__(self, event: str, **kw) -> None:
+        if event == "bucket":
+            self.label = f"{kw['problem'].slug} {kw['bucket'].slug}"
+            self.goal, self.seen, self.best = kw["goal"], 0, None
+            self.bar.update(min(kw["counted"], kw["goal"]))
+            self.seen = min(kw["counted"], kw["goal"])
+        elif event == "trial":
+            v = kw["verdict"]
+            if v.ok and (self.best is None or v.score_ms < self.best[0]):
+                self.best = (v.score_ms, v.row.get("p50_ms"), v.row.get("frac_of_floor"))
+        step = 0
+        if event == "trial" and self.seen < self.goal:
+            step = 1
+        elif event == "bucket_done":
+            step = max(0, self.goal - self.seen)  # a bucket cut short still moves the bar
+        self.seen += step
+        best = "-" if self.best is None else _ms(self.best[1]) + (f" ({_pct(self.best[2])} of floor)" if self.best[2] else "")
+        self.bar.set_postfix_str(f"{self.label} {self.seen}/{self.goal} best {best}", refresh=False)
+        self.bar.update(step)  # redraws with the new postfix
+
+    def close(self) -> None:
+        self.bar.close()
