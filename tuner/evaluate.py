@@ -74,7 +74,7 @@ class Evaluator:
         self.builder = Prebuilder(ctx.interpret, src_dir, jobs)
         self.calibration: dict = {"copy_bw": None, "matmul_rate": None}
         self._gates: dict[str, dict] = {}  # gate_key -> gate row
-        self._built: set[str] = set()  # variant names built by the pool in this run
+        self._built: set[tuple] = set()  # (variant name, bucket) built by the pool in this run
         self._gate_ready: Optional[str] = None  # problem key whose gate inputs the worker holds
         self._bucket_ready: Optional[tuple[str, str]] = None
         self.build_warnings: list[str] = []
@@ -172,14 +172,18 @@ class Evaluator:
     def _build(self, configs: Sequence[Config], problem: Problem, bucket: Bucket) -> None:
         """Render/import/compile the configs not built yet, in parallel; a failure is the
         config's gate verdict ('compile_error')."""
-        need = [c for c in configs if variant_name(problem, c) not in self._built and self._known_gate(problem, c) is None]
+        # Per (config, bucket): the batch size can change what Triton specialises on (a batch of
+        # 1 becomes a constant; the persistent grid takes next_power_of_2(batch) as constexpr).
+        gates = {c.key: self._known_gate(problem, c) for c in configs}
+        need = [c for c in configs if (variant_name(problem, c), bucket) not in self._built
+                and (gates[c.key] is None or gates[c.key]["status"] == "ok")]
         if not need:
             return
         self.worker.start()  # its imports (and CUDA start-up) overlap the builds
         gb, gc = self.gate_shape(problem)
         shapes = [LaunchShape(gb, gc, True), LaunchShape(gb, gc, False), LaunchShape(bucket.batch, bucket.context, False)]
         for result in self.builder.build(problem, need, shapes):
-            self._built.add(variant_name(problem, result.config))
+            self._built.add((variant_name(problem, result.config), bucket))
             if result.status != "ok":
                 self._remember_gate(problem, result.config, result.status, result.detail, {})
             elif result.detail and len(self.build_warnings) < 20:

@@ -204,9 +204,7 @@ class Search:
         goal = min(self.s.trials, feasible)
         counted = self._counted(study, space, problem)
         self._seed(study, space, problem, bucket)
-        # Asked but never told (a killed run, or a budget cut): evaluate these first.
-        pending = [(t.number, space.config(t.params), t.user_attrs.get("source", f"optuna:{self.s.sampler}"))
-                   for t in study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.RUNNING,))]
+        pending = self._unfinished(study, space)
         self.progress(event="bucket", problem=problem, bucket=bucket, goal=goal, counted=len(counted))
         stale, first = 0, True
         while len(counted) < goal or pending:
@@ -288,6 +286,22 @@ class Search:
                 pass
         return optuna.create_study(study_name=name, storage=self.storage, direction="minimize", load_if_exists=True,
                                    sampler=make_sampler(self.s.sampler, space, self.s.seed, self.s.trials))
+
+    def _unfinished(self, study, space: OptunaSpace) -> list:
+        """Trials asked but never told (a killed run, or a budget cut), to evaluate first. One
+        killed while its params were being written cannot be evaluated: it is told FAIL (it says
+        nothing about any config)."""
+        State = self.optuna.trial.TrialState
+        out = []
+        for t in study.get_trials(deepcopy=False, states=(State.RUNNING,)):
+            if set(t.params) != set(space.distributions):
+                study.tell(t.number, state=State.FAIL, skip_if_finished=True)
+                fixed = t.system_attrs.get("fixed_params")
+                if fixed:  # an interrupted seed: queue it again (skip_if_exists would see the FAIL)
+                    study.enqueue_trial(fixed, user_attrs=dict(t.user_attrs))
+                continue
+            out.append((t.number, space.config(t.params), t.user_attrs.get("source", f"optuna:{self.s.sampler}")))
+        return out
 
     def _counted(self, study, space: OptunaSpace, problem: Problem) -> set:
         """Configs of this study that already have a verdict other than static infeasibility."""
@@ -394,8 +408,9 @@ class TqdmProgress:
             step = max(0, self.goal - self.seen)  # a bucket cut short still moves the bar
         self.seen += step
         best = "-" if self.best is None else _ms(self.best[1]) + (f" ({_pct(self.best[2])} of floor)" if self.best[2] else "")
-        self.bar.set_postfix_str(f"{self.label} {self.seen}/{self.goal} best {best}", refresh=False)
-        self.bar.update(step)  # redraws with the new postfix
+        self.bar.set_postfix_str(f"{self.label} {self.seen}/{self.goal} best {best}", refresh=step == 0)
+        if step:
+            self.bar.update(step)  # redraws with the new postfix
 
     def close(self) -> None:
         self.bar.close()
