@@ -47,9 +47,17 @@ def time_wall_clock(fns: Sequence[Callable[[], object]], reps: int = 5, warmup: 
     return _quantiles(samples, "wall_clock")
 
 
+MIN_REPLAYS = 5
+DEFAULT_BUDGET_MS = 400.0  # GPU time one timing may take; huge buckets get fewer replays
+
+
 def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_launches: int = 8,
-                    warmup_replays: int = 3) -> Timing:
-    """Capture `fns` (cycled to at least `min_launches` launches) in one graph; time replays."""
+                    warmup_replays: int = 3, budget_ms: float | None = DEFAULT_BUDGET_MS) -> Timing:
+    """Capture `fns` (cycled to at least `min_launches` launches) in one graph; time replays.
+
+    With `budget_ms`, the replay count is cut (to no fewer than MIN_REPLAYS) so that the timed
+    replays take about that long: a 256 x 1M bucket runs ~9 ms a launch, and 30 replays of 8
+    launches would spend 2 s of GPU time on one candidate."""
     if not torch.cuda.is_available():
         raise RuntimeError("time_cuda_graph needs a CUDA device")
     launches = max(min_launches, len(fns))
@@ -64,9 +72,15 @@ def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_
     with torch.cuda.graph(graph):
         for i in range(launches):
             fns[i % len(fns)]()
+    w0, w1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    w0.record()
     for _ in range(warmup_replays):
         graph.replay()
+    w1.record()
     torch.cuda.synchronize()
+    if budget_ms is not None:
+        per_replay = max(w0.elapsed_time(w1) / max(warmup_replays, 1), 1e-3)
+        replays = max(MIN_REPLAYS, min(replays, int(budget_ms / per_replay)))
     start = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     end = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     for i in range(replays):
