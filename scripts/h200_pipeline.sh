@@ -26,7 +26,7 @@ step tune_fp8 ${TUNE_FP8_S:-200} python3 cli.py tune --dtype fp8 --next-n 1,2 --
   --trials ${TRIALS:-4} --time-budget $(( ${TUNE_FP8_S:-200} - 15 )) --quiet
 step tune_bf16 45 python3 cli.py tune --dtype bf16 --batch 1,64,256 --context 32K,128K --trials 3 --time-budget 35 --quiet
 step tune_prefill 50 python3 cli.py tune --family prefill_ragged --batch 4096 --context 16K,64K --trials 3 --time-budget 40 --quiet
-step emit 30 python3 cli.py emit
+step emit 30 python3 cli.py emit --gpu nvidia_h200
 step verify 50 python3 cli.py verify --gpu nvidia_h200 --no-defaults
 step bench 120 bash -c 'python3 cli.py bench --dtype fp8 --batch 1,64,256 --context 8192,131072 --candidates 4 --replays 20 \
   && python3 cli.py bench --dtype bf16 --batch 64 --context 32768,131072 --lens full --candidates 3 --replays 20 \
