@@ -143,7 +143,7 @@ def test_sigkill_then_resume_loses_nothing_and_repeat_measures_nothing(tmp_path)
     before = _rows(db)
     assert before, "nothing was stored before the kill"
 
-    result = _tune(["--resume", *args])
+    _tune(["--resume", *args])
     after = _rows(db)
     assert len(after) > len(before)
     for key, row in before.items():

@@ -177,6 +177,7 @@ class Search:
                                                   engine_kwargs={"connect_args": {"timeout": 60}})
         self.totals = RunTotals()
         self.winners: dict[str, dict[Bucket, Config]] = {}  # problem key -> bucket -> best config
+        self._feasible: dict[str, int] = {}  # problem key -> statically feasible points
 
     def run(self, plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[BucketSummary]:
         start = time.monotonic()
@@ -200,8 +201,9 @@ class Search:
         name = study_name(problem, bucket, ctx.gpu_slug, ctx.timer, ctx.template_hashes[problem.family], space, self.s.sampler)
         study = self._open_study(name, space)
         summary = BucketSummary(problem, bucket)
-        feasible = len(feasible_points(problem, self.target, self.s.dot_dtypes))
-        goal = min(self.s.trials, feasible)
+        if problem.key not in self._feasible:  # enumerating the space takes a moment: once per problem
+            self._feasible[problem.key] = len(feasible_points(problem, self.target, self.s.dot_dtypes))
+        goal = min(self.s.trials, self._feasible[problem.key])
         counted = self._counted(study, space, problem)
         self._seed(study, space, problem, bucket)
         pending = self._unfinished(study, space)

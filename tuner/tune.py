@@ -146,6 +146,8 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
         progress = TqdmProgress(total=trials * sum(len(b) for _, b in plan), disable=quiet)
         search = Search(evaluator, settings, target=target, progress=progress)
         summaries = search.run(plan)
+    except RuntimeError as exc:  # the worker could not start, calibrate or build gate inputs
+        raise click.ClickException(f"{exc}\n(trials measured so far are in {db}; --resume continues)") from exc
     finally:
         if progress is not None:
             progress.close()

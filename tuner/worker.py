@@ -26,7 +26,6 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
 
 FAULTS_ENV = "INDEXER_TUNER_FAULTS"
 READY_TIMEOUT_S = 300.0  # importing torch + triton and initialising CUDA, on a busy host
