@@ -182,15 +182,17 @@ class Search:
     def run(self, plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[BucketSummary]:
         start = time.monotonic()
         end = start + self.s.time_budget_s if self.s.time_budget_s else None
-        total = sum(len(buckets) for _, buckets in plan)
-        summaries, done = [], 0
-        for problem, buckets in plan:
-            for bucket in buckets:
-                share = None
-                if end is not None:  # an equal share of what is left; unused time rolls over
-                    share = time.monotonic() + max(0.0, end - time.monotonic()) / (total - done)
-                summaries.append(self.tune_bucket(problem, bucket, share, end))
-                done += 1
+        # Smallest buckets first, the problems interleaved: time the cheap buckets leave over rolls
+        # on to the expensive ones (1M tokens x 256 requests), and a budget cut hits every
+        # problem's largest buckets alike rather than the whole of the last problem.
+        order = sorted(((b.context * b.batch, b.context, b.batch, i, p, b) for i, (p, buckets) in enumerate(plan)
+                        for b in buckets), key=lambda item: item[:4])
+        summaries = []
+        for done, (*_, problem, bucket) in enumerate(order):
+            share = None
+            if end is not None:  # an equal share of what is left; unused time rolls over
+                share = time.monotonic() + max(0.0, end - time.monotonic()) / (len(order) - done)
+            summaries.append(self.tune_bucket(problem, bucket, share, end))
         return summaries
 
     # -- one bucket -------------------------------------------------------------------------
