@@ -22,8 +22,8 @@ step() {
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$SUMMARY"
 step gpu_tests 60 python3 -m pytest -q -m gpu tests/
-step tune_fp8 ${TUNE_FP8_S:-200} python3 cli.py tune --dtype fp8 --next-n 1,2 --batch pow2 --context 4K,8K,32K,128K,1M \
-  --trials ${TRIALS:-4} --time-budget $(( ${TUNE_FP8_S:-200} - 15 )) --quiet
+step tune_fp8 ${TUNE_FP8_S:-170} python3 cli.py tune --dtype fp8 --next-n 1,2 --batch pow2 --context 4K,8K,32K,128K,1M \
+  --trials ${TRIALS:-4} --time-budget $(( ${TUNE_FP8_S:-170} - 15 )) --quiet
 step tune_bf16 45 python3 cli.py tune --dtype bf16 --batch 1,64,256 --context 32K,128K --trials 3 --time-budget 35 --quiet
 step tune_prefill 50 python3 cli.py tune --family prefill_ragged --batch 4096 --context 16K,64K --trials 3 --time-budget 40 --quiet
 step emit 30 python3 cli.py emit --gpu nvidia_h200
@@ -33,7 +33,7 @@ step bench 120 bash -c 'python3 cli.py bench --dtype fp8 --batch 1,64,256 --cont
      --methods shipped,default,autotune,reference \
   && python3 cli.py bench --family prefill_ragged --batch 4096 --context 16384,65536 --candidates 3 --replays 5 \
      --methods shipped,default,autotune,reference'
-if [ -f scripts/gpu_chunked_prefill.py ]; then step chunked_prefill 45 python3 scripts/gpu_chunked_prefill.py; fi
+if [ -f scripts/gpu_chunked_prefill.py ]; then step chunked_prefill 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5; fi
 tar czf "$OUT/results.tgz" db/trials.sqlite kernels_generated/nvidia_h200 docs/results 2>> "$SUMMARY"
 for f in gpu_tests tune_fp8 tune_bf16 tune_prefill emit verify bench chunked_prefill; do
   [ -f "$OUT/$f.log" ] && { echo "---- $f (tail)"; tail -n 14 "$OUT/$f.log"; }
