@@ -342,7 +342,8 @@ def ship(out_dir: Path, gpus, package: str, root: Path) -> None:
 @click.option("--target", "targets", multiple=True, default=("sm_120",), show_default=True,
               type=click.Choice(["sm_80", "sm_89", "sm_90", "sm_100", "sm_120", "local"]),
               help="GPU generation to compile for (repeatable); 'local' is this machine's GPU.")
-@click.option("--family", default="all", show_default=True, type=click.Choice(["decode_paged", "prefill_ragged", "all"]))
+@click.option("--family", default="all", show_default=True,
+              type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged", "all"]))
 @click.option("--dtype", default="fp8", show_default=True, type=click.Choice(["fp8", "bf16"]), help="q and cache dtype.")
 @click.option("--heads", default=64, show_default=True, type=int)
 @click.option("--head-dim", default=128, show_default=True, type=int)
@@ -393,6 +394,10 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
         fields = dict(family=fam, q_dtype=dtype, cache_dtype=dtype, heads=heads, head_dim=head_dim,
                       scale_layout="none" if dtype == "bf16" else "page_blocked")
         if fam == "decode_paged":
+            fields.update(page_size=64 if page_size is None else page_size, next_n=1 if next_n is None else next_n)
+            if scale_layout is not None:
+                fields["scale_layout"] = scale_layout
+        elif fam == "prefill_paged":  # the decode cache, one limit per query row (next_n is 1)
             fields.update(page_size=64 if page_size is None else page_size, next_n=1 if next_n is None else next_n)
             if scale_layout is not None:
                 fields["scale_layout"] = scale_layout

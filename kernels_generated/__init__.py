@@ -14,12 +14,16 @@ See docs/RUNTIME.md.
 from ._api import (
     bf16_mqa_logits,
     bf16_paged_mqa_logits,
+    bf16_paged_mqa_logits_chunked,
+    chunked_selection,
     fp8_mqa_logits,
     fp8_paged_mqa_logits,
+    fp8_paged_mqa_logits_chunked,
     get_paged_mqa_logits_metadata,
     paged_selection,
     ragged_selection,
 )
+from ._checks import chunked_prefill_rows
 from ._dispatch import (
     Backend,
     DispatchTableError,
@@ -35,4 +39,5 @@ __all__ = [
     "fp8_paged_mqa_logits", "bf16_paged_mqa_logits", "fp8_mqa_logits", "bf16_mqa_logits",
     "get_paged_mqa_logits_metadata", "paged_selection", "ragged_selection", "Backend", "Selection",
     "DispatchTableError", "DispatchWarning", "NoKernelError", "clear_cache", "load_table", "problem_key",
+    "fp8_paged_mqa_logits_chunked", "bf16_paged_mqa_logits_chunked", "chunked_prefill_rows", "chunked_selection",
 ]

@@ -5,6 +5,11 @@
     fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits=True, *, out=None)
     bf16_paged_mqa_logits / bf16_mqa_logits: the same with bf16 q and cache (bf16 kv: K or (K,))
     get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms)
+    fp8_paged_mqa_logits_chunked(q, kv_cache, weights, row_request, row_limit, block_table,
+                                 max_context_len, clean_logits=True, *, out=None,
+                                 scale_layout="page_blocked", check_values=None)
+    bf16_paged_mqa_logits_chunked: the same with bf16 q and cache (chunked prefill over the
+                                 paged cache: many query rows, each with its request and limit)
 
 Semantics are SPEC.md's. Every call checks its arguments (shapes, dtypes, strides, devices;
 ValueError naming the argument). Value checks (lengths within the block table, page ids in
@@ -20,9 +25,9 @@ from typing import Optional
 
 import torch
 
-from ._checks import check_decode, check_prefill
-from ._dispatch import Selection, decode_problem, prefill_problem, select
-from ._reference import mqa_logits_ref, paged_mqa_logits_ref
+from ._checks import check_decode, check_prefill, check_prefill_paged
+from ._dispatch import Selection, decode_problem, prefill_paged_problem, prefill_problem, select
+from ._reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref
 
 ENV_CHECK_VALUES = "INDEXER_LOGITS_CHECK_VALUES"
 _TRUE = ("1", "true", "yes", "on")
@@ -219,6 +224,64 @@ def bf16_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits=Tru
 
 
 # ---------------------------------------------------------------------------------------------
+# Chunked prefill over the paged cache.
+
+
+def _chunked_selection(q, a) -> Selection:
+    problem = prefill_paged_problem(a.layout.cache_dtype, a.layout.page_size, a.layout.scale_layout, a.heads,
+                                    a.head_dim)
+    return select(q.device, problem, (a.rows, a.max_context_len))
+
+
+def _chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, clean_logits, out,
+             scale_layout, check_values) -> torch.Tensor:
+    device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
+    values = _want_value_checks(check_values, device)
+    a = check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,
+                            scale_layout, check_values=values)
+    out = _output(out, a.rows, max_context_len, q.device)
+    if a.rows == 0:
+        return out
+    sel = _chunked_selection(q, a)
+    if sel.is_reference:
+        _no_reference_in_capture(q.device, sel)
+        return paged_mqa_logits_chunked_ref(q, kv_cache, weights, row_request, row_limit, block_table,
+                                            max_context_len, clean_logits, scale_layout=a.layout.scale_layout,
+                                            out=out)
+    return sel.launch(q, kv_cache, weights, row_request, row_limit, block_table, out, max_context_len,
+                      bool(clean_logits))
+
+
+def fp8_paged_mqa_logits_chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,
+                                 clean_logits=True, *, out=None, scale_layout="page_blocked",
+                                 check_values: Optional[bool] = None) -> torch.Tensor:
+    """Chunked prefill over an fp8 paged index cache: many query rows read straight from the pages.
+
+    q [M, H, D] float8_e4m3fn; kv_cache as for fp8_paged_mqa_logits ([pages, PAGE, 1, D + 4]
+    uint8, scale_layout "page_blocked" or "token_interleaved"); weights [M, H] float32;
+    row_request [M] int32: the request (block_table row) of each query row, rows grouped by
+    request in request order (non-decreasing); row_limit [M] int32: row r sees positions
+    t < row_limit[r] of its request (a chunk starting at p0: row_limit = p0 + r + 1, see
+    chunked_prefill_rows); block_table [B, max_pages] int32; max_context_len: the output width.
+    Returns float32 [M, max_context_len] (a view of `out` when given); positions past a row's
+    limit are -inf with clean_logits (the default), else unspecified. Only block-table entries
+    below a request's largest row limit are read. Memory: the output, nothing per row.
+    """
+    _expect_q_dtype(q, torch.float8_e4m3fn, "fp8_paged_mqa_logits_chunked", "bf16_paged_mqa_logits_chunked")
+    return _chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, clean_logits, out,
+                    scale_layout, check_values)
+
+
+def bf16_paged_mqa_logits_chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,
+                                  clean_logits=True, *, out=None, scale_layout="none",
+                                  check_values: Optional[bool] = None) -> torch.Tensor:
+    """fp8_paged_mqa_logits_chunked for a bf16 cache: q [M, H, D] and kv_cache [pages, PAGE, 1, D] bfloat16."""
+    _expect_q_dtype(q, torch.bfloat16, "bf16_paged_mqa_logits_chunked", "fp8_paged_mqa_logits_chunked")
+    return _chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, clean_logits, out,
+                    scale_layout, check_values)
+
+
+# ---------------------------------------------------------------------------------------------
 # What would serve a call (diagnostics, tests): the same selection the call makes, without running.
 
 
@@ -232,3 +295,10 @@ def paged_selection(q, kv_cache, weights, context_lens, block_table, max_context
 def ragged_selection(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke) -> Selection:
     a = check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values=False)
     return _ragged_selection(q, a)
+
+
+def chunked_selection(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, *,
+                      scale_layout: str = "page_blocked") -> Selection:
+    a = check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,
+                            scale_layout, check_values=False)
+    return _chunked_selection(q, a)

@@ -171,3 +171,121 @@ def check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values: bool
             i = int(torch.nonzero(ke < ks)[0])
             raise ValueError(f"cu_seqlen_ke: expected ke >= ks per row, row {i} has ks={int(ks[i])} ke={int(ke[i])}")
     return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunked prefill over the paged cache: many query rows, each with its request and its limit.
+
+
+def chunked_prefill_rows(chunk_starts, chunk_lens, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row_request, row_limit), int32 [M] each, for request b's chunk of chunk_lens[b] new
+    tokens starting at position chunk_starts[b]: row r of that chunk sees t <= p0 + r, that is
+    row_limit = p0 + r + 1. Rows are grouped by request, in request order; requests with an
+    empty chunk have no rows. Built on the host (reads the chunk sizes), then moved to `device`
+    (default: chunk_starts' device when it is a tensor, else the CPU)."""
+    if device is None:
+        device = chunk_starts.device if isinstance(chunk_starts, torch.Tensor) else torch.device("cpu")
+    starts = torch.as_tensor(chunk_starts).cpu().long().reshape(-1)
+    lens = torch.as_tensor(chunk_lens).cpu().long().reshape(-1)
+    if starts.shape != lens.shape:
+        raise ValueError(f"chunk_lens: expected one length per chunk start ({starts.numel()}), got {lens.numel()}")
+    if bool((starts < 0).any()):
+        raise ValueError(f"chunk_starts: expected positions >= 0, got min {int(starts.min())}")
+    if bool((lens < 0).any()):
+        raise ValueError(f"chunk_lens: expected lengths >= 0, got min {int(lens.min())}")
+    row_request = torch.repeat_interleave(torch.arange(starts.numel()), lens)
+    first_row = torch.cumsum(lens, 0) - lens  # each request's first row
+    r = torch.arange(row_request.numel()) - first_row[row_request]
+    row_limit = starts[row_request] + r + 1
+    if row_limit.numel() and int(row_limit.max()) > 2**31 - 1:
+        raise ValueError("chunk_starts: positions overflow int32")
+    return row_request.to(device, torch.int32), row_limit.to(device, torch.int32)
+
+
+@dataclass(frozen=True)
+class PrefillPagedArgs:
+    rows: int
+    heads: int
+    head_dim: int
+    layout: CacheLayout
+    page_stride: int  # in elements of the cache tensor's dtype
+    batch: int  # requests (block-table rows)
+    max_pages: int
+    max_context_len: int
+
+
+def check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,
+                        scale_layout: str = "page_blocked", check_values: bool = True) -> PrefillPagedArgs:
+    """Arguments of the chunked-prefill entry points: q [M, H, D], the decode cache, weights
+    [M, H], row_request / row_limit [M] int32, block_table [B, max_pages] int32."""
+    _tensor("q", q, tuple(Q_DTYPES), 3)
+    m, h, d = q.shape
+    if q.stride(-1) != 1 or q.stride(-2) != d:
+        raise ValueError(f"q: expected the last two dims [H, D] contiguous, got strides {list(q.stride())}")
+    layout = layout_of(kv_cache, scale_layout)
+    if Q_DTYPES[q.dtype] != layout.cache_dtype:
+        raise ValueError(f"q: expected dtype matching the {layout.cache_dtype} cache, got {q.dtype}")
+    if layout.head_dim != d:
+        raise ValueError(f"kv_cache: expected last dim {d + 4 if layout.cache_dtype == 'fp8' else d} for head dim D={d}, got {kv_cache.shape[3]}")
+    page_stride = check_cache(kv_cache, layout)
+    _tensor("weights", weights, (torch.float32,), 2)
+    if tuple(weights.shape) != (m, h):
+        raise ValueError(f"weights: expected shape [M, H] = [{m}, {h}], got {list(weights.shape)}")
+    if weights.stride(1) != 1:
+        raise ValueError(f"weights: expected contiguous rows (stride(1) == 1), got strides {list(weights.stride())}")
+    for name, x in (("row_request", row_request), ("row_limit", row_limit)):
+        _tensor(name, x, (torch.int32,), 1)
+        if x.shape[0] != m:
+            raise ValueError(f"{name}: expected shape [M] = [{m}] (one per query row), got {list(x.shape)}")
+        if m > 1 and x.stride(0) != 1:
+            raise ValueError(f"{name}: expected a contiguous tensor, got stride {x.stride(0)}")
+    _tensor("block_table", block_table, (torch.int32,), 2)
+    if block_table.stride(1) != 1:
+        raise ValueError(f"block_table: expected contiguous rows (stride(1) == 1), got strides {list(block_table.stride())}")
+    if isinstance(max_context_len, bool) or not isinstance(max_context_len, int) or max_context_len < 1:
+        raise ValueError(f"max_context_len: expected a positive int, got {max_context_len!r}")
+    _same_device("q", q, kv_cache=kv_cache, weights=weights, row_request=row_request, row_limit=row_limit,
+                 block_table=block_table)
+    args = PrefillPagedArgs(m, h, d, layout, page_stride, block_table.shape[0], block_table.shape[1], max_context_len)
+    if check_values:
+        check_prefill_paged_values(args, kv_cache, row_request, row_limit, block_table)
+    return args
+
+
+def request_tops(row_request: torch.Tensor, row_limit: torch.Tensor, batch: int) -> torch.Tensor:
+    """The largest limit of each request's rows, [batch] int64 (0 for a request with no rows)."""
+    top = torch.zeros(batch, dtype=torch.int64, device=row_request.device)
+    if row_request.numel():
+        top.scatter_reduce_(0, row_request.long(), row_limit.long().clamp(min=0), reduce="amax")
+    return top
+
+
+def check_prefill_paged_values(args: PrefillPagedArgs, kv_cache, row_request, row_limit, block_table) -> None:
+    """Row requests and limits, and the block-table ids inside each request's valid pages (reads
+    device memory)."""
+    if args.rows == 0:
+        return
+    req, lim = row_request.cpu().long(), row_limit.cpu().long()
+    if int(req.min()) < 0 or int(req.max()) >= args.batch:
+        bad = int(req[(req < 0) | (req >= args.batch)][0])
+        raise ValueError(f"row_request: expected request ids in [0, {args.batch}) (block_table rows), got {bad}")
+    if args.rows > 1 and bool((req[1:] < req[:-1]).any()):
+        i = int(torch.nonzero(req[1:] < req[:-1])[0]) + 1
+        raise ValueError(f"row_request: expected rows grouped by request in request order (non-decreasing), "
+                         f"row {i} has request {int(req[i])} after {int(req[i - 1])}")
+    if int(lim.min()) < 0:
+        raise ValueError(f"row_limit: expected limits >= 0, got min {int(lim.min())}")
+    capacity = args.max_pages * args.layout.page_size
+    top = int(lim.max())
+    if top > capacity:
+        raise ValueError(f"row_limit: a limit of {top} exceeds the block table's capacity "
+                         f"({args.max_pages} pages x {args.layout.page_size} = {capacity} tokens)")
+    if top > args.max_context_len:
+        raise ValueError(f"max_context_len: expected >= the largest row limit {top}, got {args.max_context_len}")
+    pages_needed = (request_tops(req, lim, args.batch) + args.layout.page_size - 1) // args.layout.page_size
+    used = torch.arange(args.max_pages)[None, :] < pages_needed[:, None]
+    ids = block_table.cpu()[used]
+    num_pages = kv_cache.shape[0]
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_pages):
+        bad = ids[(ids < 0) | (ids >= num_pages)][0]
+        raise ValueError(f"block_table: expected page ids in [0, {num_pages}) inside the valid pages, got {int(bad)}")

@@ -122,6 +122,12 @@ def prefill_problem(cache_dtype: str, heads: int, head_dim: int) -> dict:
             "head_dim": head_dim, "next_n": 1, "lens_mode": "1d"}
 
 
+def prefill_paged_problem(cache_dtype: str, page_size: int, scale_layout: str, heads: int, head_dim: int) -> dict:
+    """Chunked prefill over the paged cache: the decode cache, one limit per query row."""
+    return {"family": "prefill_paged", "q_dtype": cache_dtype, "cache_dtype": cache_dtype, "page_size": page_size,
+            "scale_layout": scale_layout, "heads": heads, "head_dim": head_dim, "next_n": 1, "lens_mode": "1d"}
+
+
 def bucket_distance(a: tuple[int, int], b: tuple[int, int]) -> float:
     """Log-distance between (batch, context) buckets: ratios matter, not differences."""
     return math.hypot(math.log(a[0]) - math.log(b[0]), math.log(a[1]) - math.log(b[1]))
@@ -394,6 +400,8 @@ def _describe(problem: dict, bucket) -> str:
     what = f"{p['family']} {p['cache_dtype']} H={p['heads']} D={p['head_dim']}"
     if p["family"] == "decode_paged":
         what += f" page={p['page_size']} {p['scale_layout']} next_n={p['next_n']} lens={p['lens_mode']}"
+    elif p["family"] == "prefill_paged":
+        what += f" page={p['page_size']} {p['scale_layout']}"
     return f"{what} (batch {bucket[0]}, context {bucket[1]})"
 
 

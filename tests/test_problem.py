@@ -32,7 +32,7 @@ DEFAULT_CONFIG_KEY = "77accc9c1cb61a810fee8627315afd635716736246f59f0d3f00eb08b7
 DEFAULT_VARIANT = "decode_paged__fp8_pg64_h64_d128_n1__bt64_tp4_w4_s2__5f4f59da"
 
 PROBLEM_AXES = {
-    "family": ("decode_paged", "prefill_ragged"),
+    "family": ("decode_paged", "prefill_ragged", "prefill_paged"),
     "q_dtype": ("fp8", "bf16"),
     "cache_dtype": ("fp8", "bf16"),
     "page_size": (0, 1, 32, 64, 128),

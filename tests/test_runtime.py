@@ -505,7 +505,7 @@ def test_emitted_table_provenance_and_hashes(synthetic):
     prov = table["provenance"]
     assert prov["gpu_name"] == "NVIDIA H200" and prov["compute_capability"] == "9.0" and prov["sm_count"] == 132
     assert prov["tuned_at"] == "2026-01-02T03:04:05+00:00"  # the latest trial, not the clock
-    assert set(prov["template_hashes"]) == {"decode_paged", "prefill_ragged"}
+    assert set(prov["template_hashes"]) == {"decode_paged", "prefill_ragged", "prefill_paged"}
     (entry,) = table["entries"]
     assert entry["bucket"] == {"batch": 64, "context": 8192} and entry["p50_ms"] == 0.04
     assert entry["partial_p50_ms"] == pytest.approx(0.04 / 3) and entry["frac_of_floor"] == 0.7

@@ -8,6 +8,8 @@
     in place (lengths of 1, a non-multiple of the page, the full width, another table), and
     must still match; on CPU the grid must not change with the values;
 (c) poison: a block table poisoned past the valid pages changes no output bit.
+Chunked prefill over the paged cache (PrefillPagedInputs) takes all three; its graph gate
+replays other row limits (the rows' requests are shapes of the call, their limits are values).
 A failing gate raises GateFailure with a short reason tag; anything unexpected propagates.
 """
 
@@ -17,9 +19,9 @@ from dataclasses import replace
 
 import torch
 
-from .inputs import DecodeInputs, PrefillInputs, make_lens, poison_block_table
+from .inputs import DecodeInputs, PrefillInputs, PrefillPagedInputs, make_lens, poison_block_table
 from .problem import Problem
-from .reference import mqa_logits_ref, paged_mqa_logits_ref, relative_error
+from .reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref, relative_error
 
 TOLERANCE = 1e-3
 
@@ -35,6 +37,8 @@ def new_output(inputs, fill=float("nan")) -> torch.Tensor:
     if isinstance(inputs, DecodeInputs):
         rows = inputs.q.shape[0] * inputs.q.shape[1]
         return torch.full((rows, inputs.max_context_len), fill, dtype=torch.float32, device=inputs.q.device)
+    if isinstance(inputs, PrefillPagedInputs):
+        return torch.full((inputs.q.shape[0], inputs.max_context_len), fill, dtype=torch.float32, device=inputs.q.device)
     return torch.full((inputs.q.shape[0], inputs.kv[0].shape[0]), fill, dtype=torch.float32, device=inputs.q.device)
 
 
@@ -43,6 +47,9 @@ def launch(module, inputs, out: torch.Tensor, clean_logits: bool) -> torch.Tenso
     if isinstance(inputs, DecodeInputs):
         return module.launch(inputs.q, inputs.kv_cache, inputs.weights, inputs.context_lens, inputs.block_table,
                              out, inputs.max_context_len, clean_logits)
+    if isinstance(inputs, PrefillPagedInputs):
+        return module.launch(inputs.q, inputs.kv_cache, inputs.weights, inputs.row_request, inputs.row_limit,
+                             inputs.block_table, out, inputs.max_context_len, clean_logits)
     k = inputs.kv[0]
     k_scale = inputs.kv[1] if len(inputs.kv) > 1 else None
     return module.launch(inputs.q, k, k_scale, inputs.weights, inputs.cu_seqlen_ks, inputs.cu_seqlen_ke, out,
@@ -52,6 +59,8 @@ def launch(module, inputs, out: torch.Tensor, clean_logits: bool) -> torch.Tenso
 def reference(inputs) -> torch.Tensor:
     if isinstance(inputs, DecodeInputs):
         return paged_mqa_logits_ref(*inputs.args(), scale_layout=inputs.scale_layout)
+    if isinstance(inputs, PrefillPagedInputs):
+        return paged_mqa_logits_chunked_ref(*inputs.args(), scale_layout=inputs.scale_layout)
     return mqa_logits_ref(*inputs.args())
 
 
@@ -74,7 +83,8 @@ def reference_gate(module, inputs, clean_logits: bool = True) -> float:
     return compare(out, reference(inputs), inputs.valid_mask(), clean_logits, "reference")
 
 
-def poison_gate(module, inputs: DecodeInputs, clean_logits: bool = True) -> None:
+def poison_gate(module, inputs, clean_logits: bool = True) -> None:
+    """Decode or chunked-prefill inputs: the block table poisoned past each request's valid pages."""
     a = launch(module, inputs, new_output(inputs), clean_logits)
     b = launch(module, poison_block_table(inputs), new_output(inputs), clean_logits)
     _sync(inputs)
@@ -108,6 +118,44 @@ def graph_gate(module, problem: Problem, inputs: DecodeInputs, clean_logits: boo
         _sync(inputs)
         ref = reference(live)
         compare(out, ref, live.valid_mask(), clean_logits, f"graph replay {i} (lengths {lens.flatten()[:4].tolist()}...)")
+
+
+def replay_row_limit_sets(inputs: PrefillPagedInputs, seed: int = 0) -> list[torch.Tensor]:
+    """Row limits to replay a captured chunked-prefill launch with (the rows' requests kept):
+    1 for every row, each request's chunk at p0 = 0 (row r sees t <= r), the full width, and
+    random limits (0 included); all within the table's capacity and the output width."""
+    m = inputs.q.shape[0]
+    cap = min(inputs.max_context_len, inputs.block_table.shape[1] * inputs.kv_cache.shape[1])
+    req = inputs.row_request.cpu().long()
+    first = torch.zeros(m, dtype=torch.int64)
+    if m:
+        starts = torch.ones(m, dtype=torch.bool)
+        starts[1:] = req[1:] != req[:-1]
+        first = torch.cummax(torch.where(starts, torch.arange(m), 0), 0).values
+    at_zero = (torch.arange(m) - first + 1).clamp(max=cap)
+    g = torch.Generator().manual_seed(seed)
+    rand = torch.randint(0, cap + 1, (m,), generator=g)
+    return [torch.ones(m, dtype=torch.int64).clamp(max=cap), at_zero, torch.full((m,), cap), rand]
+
+
+def chunked_graph_gate(module, inputs: PrefillPagedInputs, clean_logits: bool = True, seed: int = 0) -> None:
+    """Capture with the inputs' row limits, replay with others (and a reshuffled block table)."""
+    limit_buf = inputs.row_limit.clone()
+    table_buf = inputs.block_table.clone()
+    live = replace(inputs, row_limit=limit_buf, block_table=table_buf)
+    out = new_output(inputs)
+    runner = _Captured(module, live, out, clean_logits)
+    g = torch.Generator().manual_seed(seed)
+    for i, limits in enumerate(replay_row_limit_sets(inputs, seed)):
+        limit_buf.copy_(limits.to(limit_buf.device, torch.int32))
+        if i % 2:  # another block table: the same pages, rows shuffled between requests
+            perm = torch.randperm(table_buf.shape[0], generator=g)
+            table_buf.copy_(inputs.block_table[perm.to(inputs.block_table.device)])
+        out.fill_(float("nan"))
+        runner.replay()
+        _sync(inputs)
+        compare(out, reference(live), live.valid_mask(), clean_logits,
+                f"graph replay {i} (row limits {limits[:4].tolist()}...)")
 
 
 class _Captured:
@@ -163,4 +211,7 @@ def run_all_gates(module, problem: Problem, inputs, clean_logits: bool = True, s
     if isinstance(inputs, DecodeInputs):
         poison_gate(module, inputs, clean_logits)
         graph_gate(module, problem, inputs, clean_logits, seed)
+    elif isinstance(inputs, PrefillPagedInputs):
+        poison_gate(module, inputs, clean_logits)
+        chunked_graph_gate(module, inputs, clean_logits, seed)
     return err

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from kernels_generated._checks import row_limits
+from kernels_generated._checks import chunked_prefill_rows, request_tops, row_limits
 from .layouts import layout_for, pack_pages
 from .problem import Problem
 
@@ -152,10 +152,14 @@ def _random_cache(layout, num_pages: int, stride: int, g: torch.Generator, dev, 
 
 def poison_block_table(inputs: DecodeInputs) -> DecodeInputs:
     """Replace every block-table entry at or past a request's valid pages with ids far out of
-    range (huge and negative): a kernel that reads one faults or returns garbage."""
+    range (huge and negative): a kernel that reads one faults or returns garbage. A request's
+    valid pages are those below its largest limit (decode: over its next_n rows; chunked
+    prefill: over its query rows)."""
     page = inputs.kv_cache.shape[1]
-    n = inputs.q.shape[1]
-    top = row_limits(inputs.context_lens.cpu(), n).clamp(min=0).max(dim=1).values
+    if isinstance(inputs, PrefillPagedInputs):
+        top = request_tops(inputs.row_request.cpu(), inputs.row_limit.cpu(), inputs.block_table.shape[0])
+    else:
+        top = row_limits(inputs.context_lens.cpu(), inputs.q.shape[1]).clamp(min=0).max(dim=1).values
     needed = (top + page - 1) // page
     bt = inputs.block_table.cpu().clone()
     cols = torch.arange(bt.shape[1])
@@ -232,3 +236,107 @@ def _causal_windows(rows: int, keys: int, num_seqs: int):
         ks_t = torch.cat([ks_t, torch.zeros(pad, dtype=torch.int64)])
         ke_t = torch.cat([ke_t, torch.zeros(pad, dtype=torch.int64)])
     return ks_t, ke_t
+
+
+@dataclass(frozen=True)
+class PrefillPagedInputs:
+    """Chunked prefill over the paged cache: query rows grouped by request, row r seeing
+    positions t < row_limit[r] of request row_request[r]'s pages."""
+
+    q: torch.Tensor
+    kv_cache: torch.Tensor
+    weights: torch.Tensor
+    row_request: torch.Tensor
+    row_limit: torch.Tensor
+    block_table: torch.Tensor
+    max_context_len: int
+    scale_layout: str
+
+    def args(self):
+        """Positional arguments of the chunked entry points, in order."""
+        return (self.q, self.kv_cache, self.weights, self.row_request, self.row_limit, self.block_table,
+                self.max_context_len)
+
+    def limits(self) -> torch.Tensor:
+        """Exclusive valid limit per output row, [M] int64 (clamped at 0)."""
+        return self.row_limit.long().clamp(min=0)
+
+    def valid_mask(self) -> torch.Tensor:
+        t = torch.arange(self.max_context_len, device=self.q.device)
+        return t[None, :] < self.limits().to(self.q.device)[:, None]
+
+    def with_limits(self, limits: torch.Tensor) -> "PrefillPagedInputs":
+        return replace(self, row_limit=limits.to(self.row_limit.device, torch.int32))
+
+
+def make_prefill_paged_inputs(problem: Problem, rows: int, max_context_len: int, *, num_requests: int = 3,
+                              chunk_starts: Sequence[int] | None = None, chunk_lens: Sequence[int] | None = None,
+                              seed: int = 0, device="cpu", pool_factor: float = 1.5, page_gap_bytes: int = 64,
+                              ue8m0: bool = False, max_pool_bytes: int | None = None) -> PrefillPagedInputs:
+    """Random chunked-prefill inputs over the paged cache, generated on `device`.
+
+    `rows` query rows are split over `num_requests` requests (or as `chunk_lens` says); request
+    b prefills a chunk of chunk_lens[b] tokens starting at chunk_starts[b] (default: a random
+    p0 > 0 that keeps the chunk inside the table, the last request's chunk ending at the full
+    width), so its row r sees t <= p0 + r. Splits are not multiples of the usual block_m, so
+    blocks of rows span requests. The cache is built as for decode: pages scattered through a
+    larger pool, a page stride larger than a page, valid but unrelated ids past each request's
+    valid pages (see `poison_block_table`).
+    """
+    if problem.family != "prefill_paged":
+        raise ValueError(f"problem: expected a prefill_paged problem, got {problem.family!r}")
+    if rows < 0 or max_context_len < 1:
+        raise ValueError(f"rows/max_context_len: expected rows >= 0 and a positive width, got {rows}/{max_context_len}")
+    g = _generator(seed)
+    if chunk_lens is None:
+        if num_requests < 1:
+            raise ValueError(f"num_requests: expected >= 1, got {num_requests}")
+        lens = [rows // num_requests + (i < rows % num_requests) for i in range(num_requests)]
+        if num_requests > 1 and lens[0] > 1 and lens[0] % 2 == 0:
+            lens[0] -= 1  # an odd first boundary: some block of 2 or 4 rows spans two requests
+            lens[1] += 1
+    else:
+        lens = [int(v) for v in chunk_lens]
+        if sum(lens) != rows:
+            raise ValueError(f"chunk_lens: expected lengths summing to rows={rows}, got {lens}")
+    if any(v > max_context_len for v in lens):
+        raise ValueError(f"chunk_lens: expected chunks within max_context_len={max_context_len}, got {lens}")
+    if chunk_starts is None:
+        starts = []
+        for i, v in enumerate(lens):
+            room = max_context_len - v
+            if i == len(lens) - 1 or room < 1:
+                starts.append(room)
+            else:
+                starts.append(int(torch.randint(1, room + 1, (1,), generator=g)))
+    else:
+        starts = [int(v) for v in chunk_starts]
+        if len(starts) != len(lens):
+            raise ValueError(f"chunk_starts: expected {len(lens)} starts, got {len(starts)}")
+        if any(p + v > max_context_len for p, v in zip(starts, lens)):
+            raise ValueError(f"chunk_starts: chunks must end within max_context_len={max_context_len}")
+    dev = torch.device(device)
+    gd = torch.Generator(device=dev)
+    gd.manual_seed(seed)
+    layout = layout_for(problem)
+    h, d, page = problem.heads, problem.head_dim, problem.page_size
+    batch = len(lens)
+    max_pages = -(-max_context_len // page)
+    stride = layout.page_bytes + page_gap_bytes
+    num_pages = max(int(batch * max_pages * pool_factor), batch * max_pages)
+    if max_pool_bytes is not None:
+        num_pages = max(1, min(num_pages, max_pool_bytes // stride))
+    kv_cache = _random_cache(layout, num_pages, stride, gd, dev, ue8m0)
+    if num_pages >= batch * max_pages:
+        ids = torch.randperm(num_pages, generator=gd, device=dev)[: batch * max_pages]
+    else:
+        ids = torch.randint(0, num_pages, (batch * max_pages,), generator=gd, device=dev)
+    block_table = ids.reshape(batch, max_pages).to(torch.int32)
+    if problem.q_dtype == "fp8":
+        q = (torch.randn(rows, h, d, generator=gd, device=dev) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)
+    else:
+        q = torch.randn(rows, h, d, generator=gd, device=dev).to(torch.bfloat16)
+    weights = torch.randn(rows, h, generator=gd, device=dev) / h
+    row_request, row_limit = chunked_prefill_rows(starts, lens, device=dev)
+    return PrefillPagedInputs(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,
+                              problem.scale_layout)

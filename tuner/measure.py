@@ -11,7 +11,7 @@ from dataclasses import replace
 import torch
 
 from .gates import launch, new_output
-from .inputs import DecodeInputs, PrefillInputs, make_decode_inputs, make_prefill_inputs
+from .inputs import DecodeInputs, PrefillInputs, make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from .problem import Bucket, Problem
 from .timing import Timing, time_cuda_graph, time_wall_clock
 
@@ -22,6 +22,8 @@ MAX_POOL_BYTES = 24 << 30
 def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda", seed: int = 0,
                   sets: int = 4, min_pool_bytes: int = MIN_POOL_BYTES, max_pool_bytes: int = MAX_POOL_BYTES):
     """Input sets for timing one bucket; for decode they share one pool and differ in tables."""
+    if problem.family == "prefill_paged":
+        return [chunked_timing_inputs(problem, bucket, lens, device=device, seed=seed)]
     if not problem.is_decode:
         x = make_prefill_inputs(problem, bucket.batch, bucket.context, seed=seed, device=device,
                                 num_seqs=1 if lens == "full" else max(1, bucket.batch // 512))
@@ -38,6 +40,23 @@ def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda
         ids = torch.randint(0, num_pages, base.block_table.shape, generator=g, device=base.block_table.device)
         out.append(replace(base, block_table=ids.to(torch.int32)))
     return out
+
+
+def chunked_timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda", seed: int = 0):
+    """Chunked prefill: bucket.batch query rows against a table of bucket.context tokens.
+    lens="full": the rows are the last positions of one request's full table (row r of the
+    chunk at p0 = context - rows sees t <= p0 + r; more rows than the context are split over
+    requests). Otherwise the rows are split over a few requests (2 to 4) at random chunk starts.
+    Compute-bound: one input set (the pages of a request are reused by all its rows anyway)."""
+    rows, width = bucket.batch, bucket.context
+    if lens == "full":
+        n = -(-rows // width)
+        chunk_lens = [rows // n + (i < rows % n) for i in range(n)]
+        return make_prefill_paged_inputs(problem, rows, width, chunk_lens=chunk_lens,
+                                         chunk_starts=[width - v for v in chunk_lens], seed=seed, device=device,
+                                         pool_factor=1.0)
+    n = max(2, min(4, rows // 512), -(-rows // width))
+    return make_prefill_paged_inputs(problem, rows, width, num_requests=n, seed=seed, device=device, pool_factor=1.0)
 
 
 def time_candidate(module, input_sets, clean_logits: bool, method: str = "cuda_graph", replays: int = 30) -> Timing:

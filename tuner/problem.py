@@ -18,6 +18,7 @@ from typing import Any, Mapping
 class Family(str, enum.Enum):
     DECODE_PAGED = "decode_paged"
     PREFILL_RAGGED = "prefill_ragged"
+    PREFILL_PAGED = "prefill_paged"  # many query rows (chunked prefill) over the paged cache
 
 
 class ScaleLayout(str, enum.Enum):
@@ -93,8 +94,9 @@ class _Canonical:
 class Problem(_Canonical):
     """The function a kernel computes, independent of how it is scheduled.
 
-    `page_size` and `scale_layout` describe the paged cache (decode); prefill reads ragged K
-    and carries page_size=0. `next_n` and `lens_mode` are decode-only (prefill uses 1 / "1d").
+    `page_size` and `scale_layout` describe the paged cache (decode_paged, prefill_paged);
+    prefill_ragged reads ragged K and carries page_size=0. `next_n` and `lens_mode` are
+    decode-only (both prefill families use 1 / "1d").
     """
 
     family: str = Family.DECODE_PAGED.value
@@ -132,6 +134,13 @@ class Problem(_Canonical):
             _choice("page_size", self.page_size, PAGE_SIZES)
             if not 1 <= self.next_n <= MAX_NEXT_N:
                 raise ValueError(f"next_n: expected 1..{MAX_NEXT_N}, got {self.next_n!r}")
+        elif self.family == Family.PREFILL_PAGED.value:
+            # The decode cache (same page sizes and scale layouts); each query row carries its
+            # own limit, so there is no next_n and no lens mode.
+            _choice("page_size", self.page_size, PAGE_SIZES)
+            if self.next_n != 1 or self.lens_mode != LensMode.ONE_D.value:
+                raise ValueError("next_n/lens_mode: prefill_paged takes next_n=1 and lens_mode='1d' "
+                                 "(each query row has its own limit)")
         else:
             if self.page_size != 0:
                 raise ValueError(f"page_size: expected 0 for prefill_ragged (K is not paged), got {self.page_size!r}")
@@ -145,6 +154,11 @@ class Problem(_Canonical):
         return self.family == Family.DECODE_PAGED.value
 
     @property
+    def is_paged(self) -> bool:
+        """K lives in the paged cache (decode_paged, prefill_paged)."""
+        return self.family in (Family.DECODE_PAGED.value, Family.PREFILL_PAGED.value)
+
+    @property
     def token_bytes(self) -> int:
         """Cache bytes per key token (values plus scale)."""
         return self.head_dim * (2 if self.cache_dtype == "bf16" else 1) + (4 if self.cache_dtype == "fp8" else 0)
@@ -153,7 +167,7 @@ class Problem(_Canonical):
     def slug(self) -> str:
         """Short readable form, e.g. `fp8_pg64_h64_d128_n1`."""
         parts = [self.cache_dtype]
-        if self.is_decode:
+        if self.is_paged:
             parts.append(f"pg{self.page_size}")
             if self.scale_layout == ScaleLayout.TOKEN_INTERLEAVED.value:
                 parts.append("ti")
@@ -232,6 +246,7 @@ class Bucket(_Canonical):
 
     decode: batch = requests captured in one CUDA graph, context = page-table width in tokens.
     prefill: batch = query rows, context = key tokens.
+    prefill_paged: batch = query rows, context = page-table width (max_context_len) in tokens.
     """
 
     batch: int

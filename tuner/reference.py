@@ -5,9 +5,9 @@ because the runtime also uses it as its last-resort fallback; one oracle, not tw
 """
 
 from kernels_generated._checks import row_limits
-from kernels_generated._reference import mqa_logits_ref, paged_mqa_logits_ref
+from kernels_generated._reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref
 
-__all__ = ["paged_mqa_logits_ref", "mqa_logits_ref", "row_limits", "relative_error"]
+__all__ = ["paged_mqa_logits_ref", "mqa_logits_ref", "paged_mqa_logits_chunked_ref", "row_limits", "relative_error"]
 
 
 def relative_error(out, ref, valid) -> float:

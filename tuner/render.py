@@ -20,7 +20,8 @@ from .problem import Config, Problem, variant_name
 from .space import check
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
-TEMPLATES = {"decode_paged": "decode_paged.py.jinja", "prefill_ragged": "prefill_ragged.py.jinja"}
+TEMPLATES = {"decode_paged": "decode_paged.py.jinja", "prefill_ragged": "prefill_ragged.py.jinja",
+             "prefill_paged": "prefill_paged.py.jinja"}
 
 
 def _env() -> jinja2.Environment:

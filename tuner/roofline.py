@@ -3,7 +3,8 @@
 Decode is memory-bound: floor = bytes moved / measured device-to-device copy bandwidth, where
 bytes = the valid tokens' cache bytes (each request's pages read once for all its next_n rows)
 + q + weights + block-table entries + the logits written. Prefill is compute-bound: floor =
-2 * H * D * valid (row, key) pairs / measured matmul rate.
+2 * H * D * valid (row, key) pairs / measured matmul rate; so is chunked prefill over the
+paged cache (its valid pairs: the sum of the row limits).
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ def decode_bytes(inputs, clean_logits: bool) -> int:
 
 def prefill_flops(inputs) -> int:
     h, d = inputs.q.shape[1], inputs.q.shape[2]
+    if hasattr(inputs, "row_limit"):  # chunked prefill over the paged cache: row r has row_limit[r] keys
+        return 2 * h * d * int(inputs.row_limit.long().clamp(min=0).sum())
     pairs = int((inputs.cu_seqlen_ke.long() - inputs.cu_seqlen_ks.long()).clamp(min=0).sum())
     return 2 * h * d * pairs
 
 
 def floor_ms(inputs, clean_logits: bool, copy_bw: float | None = None, matmul_rate: float | None = None) -> float:
     """Floor in ms for decode (needs copy_bw, bytes/s) or prefill (needs matmul_rate, flop/s)."""
-    if hasattr(inputs, "kv_cache"):
+    if hasattr(inputs, "kv_cache") and not hasattr(inputs, "row_limit"):
         if not copy_bw:
             raise ValueError("copy_bw: expected the measured copy bandwidth in bytes/s for a decode floor")
         return decode_bytes(inputs, clean_logits) / copy_bw * 1e3

@@ -75,6 +75,16 @@ AXES = {
         "orient": ("q_rows", "k_rows"),
         "programs_per_sm": (0,),
     },
+    Family.PREFILL_PAGED.value: {
+        "block_t": (16, 32, 64, 128, 256),
+        "tiles_per_program": (1, 2, 4, 8, 16, 32, 64),
+        "num_warps": (4, 8),
+        "num_stages": (1, 2, 3, 4),
+        "block_m": (1, 2, 4),
+        "dot_dtype": ("native", "fp16", "bf16", "fp32"),
+        "orient": ("q_rows", "k_rows"),
+        "programs_per_sm": (0,),
+    },
 }
 # The dtypes the tuner searches on a GPU; the others exist for the CPU interpreter.
 TUNED_DOT_DTYPES = ("native",)
@@ -99,6 +109,14 @@ def default_config(problem: Problem, dot_dtype: str = "native") -> Config:
     # Prefill: the best of the H200 prefill sweep (docs/PERF.md): 256 query-head rows per dot
     # (block_m=4 at H=64), 64-key tiles, 32 tiles per program, 3 stages.
     block_m = max(1, min(4, 256 // problem.heads))
+    if problem.is_paged:
+        # Chunked prefill over the paged cache: prefill's shape, the tile kept within or a
+        # multiple of the page (64 divides or is a multiple of every served page size).
+        block_t = 64
+        if problem.page_size > block_t and problem.page_size % block_t:
+            block_t = 16
+        return Config(block_t=block_t, tiles_per_program=32, num_warps=4, num_stages=3, block_m=block_m,
+                      dot_dtype=dot_dtype, orient="k_rows")
     return Config(block_t=64, tiles_per_program=32, num_warps=4, num_stages=3, block_m=block_m, dot_dtype=dot_dtype,
                   orient="k_rows")
 
@@ -130,9 +148,9 @@ def check(problem: Problem, config: Config, target: Target | None = None) -> Non
         raise InfeasibleConfig("dot_too_small", f"{rows} query rows per dot; tl.dot needs >= 16")
     if rows & (rows - 1):
         raise InfeasibleConfig("not_pow2", f"{rows} query rows per dot must be a power of two (next_n={problem.next_n})")
-    if problem.is_decode and config.block_t < problem.page_size and problem.page_size % config.block_t:
+    if problem.is_paged and config.block_t < problem.page_size and problem.page_size % config.block_t:
         raise InfeasibleConfig("page_split", f"block_t={config.block_t} does not divide page {problem.page_size}")
-    if problem.is_decode and config.block_t > problem.page_size and config.block_t % problem.page_size:
+    if problem.is_paged and config.block_t > problem.page_size and config.block_t % problem.page_size:
         raise InfeasibleConfig("page_span", f"block_t={config.block_t} is not a multiple of page {problem.page_size}")
     if config.programs_per_sm and config.tiles_per_program != 1:
         raise InfeasibleConfig("unused_knob", "a persistent grid (programs_per_sm > 0) takes tiles_per_program=1")

@@ -30,8 +30,8 @@ from .store import Store
 FORMAT = _dispatch.FORMAT
 TABLE_FILE = _dispatch.TABLE_FILE
 DEFAULT_SLUG = _dispatch.DEFAULT_SLUG
-FAMILIES = ("decode_paged", "prefill_ragged")
-_MODULE_FILE = re.compile(r"^(decode_paged|prefill_ragged)__.+\.py$")
+FAMILIES = ("decode_paged", "prefill_ragged", "prefill_paged")
+_MODULE_FILE = re.compile(r"^(decode_paged|prefill_ragged|prefill_paged)__.+\.py$")
 
 # The problems served by family defaults: DeepSeek-V3.2/V4's H=64, D=128, page 64.
 DEFAULT_HEADS, DEFAULT_HEAD_DIM, DEFAULT_PAGE = 64, 128, 64
@@ -46,6 +46,8 @@ def default_problems() -> list[Problem]:
                 out.append(Problem("decode_paged", dtype, dtype, DEFAULT_PAGE, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM,
                                    next_n, lens_mode))
         out.append(Problem("prefill_ragged", dtype, dtype, 0, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM, 1, "1d"))
+        out.append(Problem("prefill_paged", dtype, dtype, DEFAULT_PAGE, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM, 1,
+                           "1d"))
     return out
 
 

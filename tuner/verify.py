@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 
 from kernels_generated import _dispatch
 from .gates import GateFailure, run_all_gates
-from .inputs import make_decode_inputs, make_prefill_inputs
+from .inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from .problem import Config, Problem, variant_name
 from .render import emit as render_emit
 from .render import load_module
@@ -27,8 +27,8 @@ from .tables import interpreter_dot_dtype
 # Shapes: a tuned entry runs at its bucket, capped; a default (no bucket) at a typical small shape.
 GPU_CAPS = {"batch": 64, "context": 32768}
 CPU_CAPS = {"batch": 2, "context": 256}
-DEFAULT_SHAPE_GPU = {"decode_paged": (8, 4096), "prefill_ragged": (256, 4096)}
-DEFAULT_SHAPE_CPU = {"decode_paged": (2, 256), "prefill_ragged": (8, 256)}
+DEFAULT_SHAPE_GPU = {"decode_paged": (8, 4096), "prefill_ragged": (256, 4096), "prefill_paged": (256, 4096)}
+DEFAULT_SHAPE_CPU = {"decode_paged": (2, 256), "prefill_ragged": (8, 256), "prefill_paged": (8, 256)}
 
 
 @dataclass
@@ -55,6 +55,9 @@ def _shape(problem: Problem, bucket: Optional[tuple[int, int]], on_gpu: bool) ->
 
 
 def _inputs(problem: Problem, shape: tuple[int, int], seed: int, device: str):
+    if problem.family == "prefill_paged":  # rows over 2 requests, chunks at p0 > 0
+        return make_prefill_paged_inputs(problem, shape[0], shape[1], num_requests=min(2, shape[0]), seed=seed,
+                                         device=device)
     if problem.is_decode:
         return make_decode_inputs(problem, shape[0], shape[1], "random", seed=seed, device=device)
     return make_prefill_inputs(problem, shape[0], shape[1], "causal", seed=seed, device=device,

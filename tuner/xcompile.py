@@ -45,7 +45,8 @@ TYPICAL_ROWS = 4_096  # prefill query rows
 TYPICAL_KEYS = 8_192  # prefill key tokens
 
 _TRITON_DTYPE = {"fp8": "fp8e4nv", "bf16": "bf16"}
-_KERNEL = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel"}
+_KERNEL = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel",
+           "prefill_paged": "_prefill_paged_kernel"}
 # Compile-time failures that mean "does not fit this target", not "the tool is broken".
 _OUT_OF_RESOURCES = re.compile(
     r"out of resource|too much shared|uses too much|exceeds .*(shared|register|limit)|insufficient|"
@@ -104,6 +105,20 @@ def typical_args(problem: Problem) -> dict[str, Any]:
     starting with '*'), an integer its value for a contiguous tensor at a typical size."""
     dt = _TRITON_DTYPE[problem.cache_dtype]
     h, d = problem.heads, problem.head_dim
+    if problem.family == "prefill_paged":  # chunked prefill: TYPICAL_ROWS rows over a TYPICAL_CONTEXT table
+        if problem.cache_dtype == "fp8":
+            page_stride = problem.page_size * (d + 4)
+            scale_ptr, scale_page_stride = "*fp32", page_stride // 4
+        else:
+            page_stride = problem.page_size * d
+            scale_ptr, scale_page_stride = f"*{dt}", 0
+        return {
+            "q_ptr": f"*{dt}", "kv_ptr": f"*{dt}", "scale_ptr": scale_ptr, "w_ptr": "*fp32",
+            "req_ptr": "*i32", "limit_ptr": "*i32", "bt_ptr": "*i32", "out_ptr": "*fp32",
+            "q_stride": h * d, "page_stride": page_stride, "scale_page_stride": scale_page_stride, "w_stride": h,
+            "bt_stride": TYPICAL_CONTEXT // problem.page_size, "out_stride": TYPICAL_CONTEXT,
+            "num_rows": TYPICAL_ROWS, "max_context_len": TYPICAL_CONTEXT,
+        }
     if problem.is_decode:
         if problem.cache_dtype == "fp8":
             page_stride = problem.page_size * (d + 4)  # bytes of the uint8 buffer, viewed as fp8
