@@ -25,8 +25,10 @@ def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda
     if problem.family == "prefill_paged":
         return [chunked_timing_inputs(problem, bucket, lens, device=device, seed=seed)]
     if not problem.is_decode:
+        # "full" and "causal": one causal sequence whose last `batch` positions are the rows (what
+        # tune times); anything else: the rows split over several shorter sequences.
         x = make_prefill_inputs(problem, bucket.batch, bucket.context, seed=seed, device=device,
-                                num_seqs=1 if lens == "full" else max(1, bucket.batch // 512))
+                                num_seqs=1 if lens in ("full", "causal") else max(1, bucket.batch // 512))
         return [x]
     page_bytes = problem.page_size * problem.token_bytes + 64
     needed = bucket.batch * (-(-bucket.context // problem.page_size)) * page_bytes
