@@ -124,8 +124,13 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
     from tuner.tables import emit_defaults, emit_gpu, gpu_slugs, open_store_if_present
 
     results = []
+    if defaults_only and gpus:
+        raise click.BadParameter("--defaults-only writes default/ only; it takes no --gpu", param_hint="--gpu")
     if not defaults_only:
-        store = open_store_if_present(db_path)
+        try:
+            store = open_store_if_present(db_path)
+        except ValueError as exc:  # not a trial store, or another schema version
+            raise click.BadParameter(str(exc), param_hint="--db") from None
         if store is None:
             if gpus:
                 raise click.BadParameter(f"no trial store at {db_path}", param_hint="--db")
@@ -148,7 +153,8 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
 
 @main.command()
 @click.option("--gpu", "gpus", multiple=True, help="GPU slug whose table to check (repeatable). [default: all]")
-@click.option("--root", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--root", default=GENERATED, show_default=True,
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Folder holding the <gpu_slug>/ and default/ tables.")
 @click.option("--no-defaults", is_flag=True, help="Skip the family defaults (default/).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
@@ -209,11 +215,11 @@ def _int_list(option: str, text: str) -> list[int]:
               help="Decode: page-table width in tokens. Prefill: keys.")
 @click.option("--lens", "lens_modes", multiple=True, type=click.Choice(["full", "quarter"]),
               help="Decode length fill (repeatable; default both). Prefill always uses causal windows.")
-@click.option("--candidates", type=int, default=12, show_default=True,
+@click.option("--candidates", type=click.IntRange(min=1), default=12, show_default=True,
               help="Configs the autotune baseline chooses among (a reproducible sample incl. the default).")
 @click.option("--methods", default=",".join(["shipped", "default", "autotune", "torch_fullwidth", "reference"]),
               show_default=True, help="Comma list of methods to time.")
-@click.option("--replays", type=int, default=30, show_default=True)
+@click.option("--replays", type=click.IntRange(min=1), default=30, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON-lines results file (default docs/results/bench_<gpu>.jsonl).")
 @click.option("--interpret", is_flag=True, help="Run on CPU under the Triton interpreter with wall-clock timing.")
@@ -235,8 +241,28 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
 
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
     bad = [m for m in chosen if m not in METHODS]
-    if bad:
-        raise click.BadParameter(f"unknown methods {bad}; expected some of {list(METHODS)}", param_hint="--methods")
+    if bad or not chosen:
+        raise click.BadParameter(f"unknown methods {bad}; expected some of {list(METHODS)}" if bad else
+                                 f"no method given; expected some of {list(METHODS)}", param_hint="--methods")
+    if family == "prefill_ragged":  # decode-only options given with prefill: refuse rather than ignore
+        source = click.get_current_context().get_parameter_source
+        for opt, name in (("--next-n", "next_n"), ("--page-size", "page_size"), ("--lens", "lens_modes")):
+            if source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.BadParameter(f"decode-only option; prefill_ragged takes no {opt}", param_hint=opt)
+    scale = "none" if dtype == "bf16" else "page_blocked"
+    problems = []
+    try:
+        if family == "decode_paged":
+            for n in _int_list("--next-n", next_n):
+                problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size,
+                                        scale_layout=scale, heads=heads, head_dim=head_dim, next_n=n))
+        else:
+            problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=0, scale_layout=scale,
+                                    heads=heads, head_dim=head_dim))
+    except ValueError as e:  # the Problem field leads the message: name its option
+        hints = {"heads": "--heads", "head_dim": "--head-dim", "page_size": "--page-size", "next_n": "--next-n"}
+        raise click.BadParameter(str(e), param_hint=hints.get(str(e).split(":", 1)[0])) from None
+    batches, contexts = _int_list("--batch", batch), _int_list("--context", context)
     import torch
 
     if interpret or not torch.cuda.is_available():
@@ -254,19 +280,6 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     copy_bw = measure_copy_bandwidth() if on_gpu else 1e11
     matmul_rate = measure_matmul_rate("fp8" if dtype == "fp8" else "bf16") if on_gpu and family == "prefill_ragged" else (None if on_gpu else 1e11)
     dot_dtype = "native" if on_gpu else ("fp16" if dtype == "fp8" else "fp32")
-    scale = "none" if dtype == "bf16" else "page_blocked"
-    problems = []
-    try:
-        if family == "decode_paged":
-            for n in _int_list("--next-n", next_n):
-                problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size,
-                                        scale_layout=scale, heads=heads, head_dim=head_dim, next_n=n))
-        else:
-            problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=0, scale_layout=scale,
-                                    heads=heads, head_dim=head_dim))
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-    batches, contexts = _int_list("--batch", batch), _int_list("--context", context)
     fills = list(lens_modes) or (["full", "quarter"] if family == "decode_paged" else ["causal"])
     if family == "prefill_ragged":
         fills = ["causal"]
@@ -311,6 +324,19 @@ def report(bench_files, db_path, out_md) -> None:
     from tuner.report import write_report
 
     files = list(bench_files) or sorted((ROOT / "docs" / "results").glob("bench_*.jsonl"))
+    from tuner.bench import read_rows
+    from tuner.store import Store
+
+    for f in files:  # refuse unreadable inputs before writing anything
+        try:
+            read_rows(f)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"{f}: not a bench JSON-lines file ({exc})", param_hint="--bench") from None
+    if db_path.exists():
+        try:
+            Store(db_path)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--db") from None
     path = write_report(files, db_path if db_path.exists() else None, out_md, out_md.parent / "plots")
     click.echo(f"wrote {path} ({len(files)} bench files)")
 
@@ -320,7 +346,8 @@ def report(bench_files, db_path, out_md) -> None:
               help="Folder to create the package in.")
 @click.option("--gpu", "gpus", multiple=True, help="GPU slug to ship (repeatable). [default: every emitted table]")
 @click.option("--package", default="indexer_logits", show_default=True, help="Name of the shipped Python package.")
-@click.option("--root", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--root", default=GENERATED, show_default=True,
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Folder holding the emitted <gpu_slug>/ and default/ tables.")
 def ship(out_dir: Path, gpus, package: str, root: Path) -> None:
     """Copy the runtime plus the chosen GPUs' modules and tables into a self-contained folder.
@@ -374,6 +401,8 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
     from tuner.problem import Problem
     from tuner.space import default_config, grid_points, sample_points, target_for
 
+    if every and click.get_current_context().get_parameter_source("sample") is click.core.ParameterSource.COMMANDLINE:
+        raise click.BadParameter("--all compiles every point; it takes no --sample", param_hint="--sample")
     resolved = {}
     for name in targets:
         try:
@@ -388,7 +417,8 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
             if value is not None and not (opt == "--scale-layout" and value in ("page_blocked", "none")):
                 raise click.BadParameter(f"decode-only option; prefill_ragged takes no {opt} {value}", param_hint=opt)
     options = {"q_dtype": "--dtype", "cache_dtype": "--dtype", "heads": "--heads", "head_dim": "--head-dim",
-               "page_size": "--page-size", "next_n": "--next-n", "scale_layout": "--scale-layout"}
+               "page_size": "--page-size", "next_n": "--next-n", "scale_layout": "--scale-layout",
+               "next_n/lens_mode": "--next-n"}  # check has no lens mode option: next_n is the cause
     problems = []
     for fam in families:
         fields = dict(family=fam, q_dtype=dtype, cache_dtype=dtype, heads=heads, head_dim=head_dim,

@@ -67,6 +67,8 @@ def _output(out, rows: int, width: int, device: torch.device) -> torch.Tensor:
         raise ValueError(f"out: expected shape [{rows}, >= {width}], got {list(out.shape)}")
     if out.stride(1) != 1:
         raise ValueError(f"out: expected contiguous rows (stride(1) == 1), got strides {list(out.stride())}")
+    if rows > 1 and width > 0 and out.stride(0) < width:  # e.g. an expand()ed buffer: rows would overwrite each other
+        raise ValueError(f"out: expected rows that do not overlap (stride(0) >= {width}), got strides {list(out.stride())}")
     if out.device != device:
         raise ValueError(f"out: expected device {device} (same as q), got {out.device}")
     return out if out.shape[1] == width else out[:, :width]

@@ -236,8 +236,10 @@ def load_kernel(table_dir: Path, variant: str, info: dict) -> ModuleType:
             sys.modules[name] = module
             try:
                 spec.loader.exec_module(module)
-            except BaseException:
+            except BaseException as exc:
                 del sys.modules[name]
+                if isinstance(exc, Exception):  # a module that cannot even import is refused like a tampered one
+                    raise DispatchTableError(f"{path}: failed to import ({type(exc).__name__}: {exc})") from exc
                 raise
     if getattr(module, "VARIANT", None) != variant or not callable(getattr(module, "launch", None)):
         raise DispatchTableError(f"{path}: expected a generated module with VARIANT={variant!r} and launch()")

@@ -72,6 +72,9 @@ def make_problems(family: str, dtype: str, next_ns: Sequence[int], page_size: in
                              "use page_blocked (fp8) or none (bf16)")
         if any(n != 1 for n in next_ns):
             raise ValueError(f"next_n: prefill_ragged takes next_n=1, got {list(next_ns)}")
+        if lens_mode != "1d":
+            raise ValueError(f"lens_mode: prefill_ragged takes lens_mode='1d' (each row has its own window), "
+                             f"got {lens_mode!r}")
         return [Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=0, scale_layout=layout,
                         heads=heads, head_dim=head_dim, next_n=1, lens_mode="1d")]
     return [Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size, scale_layout=layout,

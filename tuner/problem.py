@@ -79,6 +79,8 @@ class _Canonical:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]):
+        if not isinstance(data, Mapping):  # e.g. a JSON list from `tune --try-config`: a refusal, not a TypeError
+            raise ValueError(f"{cls.__name__}: expected a JSON object of fields, got {type(data).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:

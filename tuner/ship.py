@@ -11,6 +11,7 @@ Every table is validated and every module's sha256 checked against its table bef
 from __future__ import annotations
 
 import json
+import keyword
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +59,7 @@ def _checked_table(root: Path, slug: str) -> dict:
 def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = RUNTIME_DIR,
          package: str = "indexer_logits") -> ShipResult:
     root = Path(root)
-    if not package.isidentifier():
+    if not package.isidentifier() or keyword.iskeyword(package):
         raise ShipError(f"package: expected a Python identifier, got {package!r}")
     known = available_gpus(root)
     chosen = sorted(dict.fromkeys(gpus)) if gpus else known

@@ -100,7 +100,14 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:  # locked, busy: not a verdict on the file
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:  # e.g. "file is not a database": a clear refusal, not a traceback
+            conn.close()
+            raise ValueError(f"db: {self.path} is not an SQLite trial store ({exc})") from None
         conn.execute("PRAGMA busy_timeout=60000")
         self.db = sqlite_utils.Database(conn)
         self._migrate()

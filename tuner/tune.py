@@ -109,7 +109,10 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
     db = Path(db)
     optuna_path = Path(optuna_db) if optuna_db else db.with_name("optuna.sqlite")
     optuna_path.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(db)
+    try:
+        store = Store(db)
+    except ValueError as exc:  # not a trial store, or another schema version: refuse before any work
+        raise click.BadParameter(str(exc), param_hint="--db") from None
     run_id = f"{now_iso()}_{uuid.uuid4().hex[:8]}"
     ctx = RunContext(run_id=run_id, gpu_slug=env["gpu_slug"], timer="wall_clock" if interpret else "cuda_graph",
                      env=env, template_hashes={p.family: template_hash(p.family) for p in problems}, target=target,
