@@ -93,6 +93,12 @@ def info(as_json: bool) -> None:
 @click.option("--try-config", "try_config", multiple=True, metavar="JSON",
               help="A config to try in every bucket, e.g. from another GPU's table (repeatable).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Tuners run at once, one per local GPU (worker i gets CUDA_VISIBLE_DEVICES=i; under --interpret, "
+                   "CPU workers), on shared Optuna studies and one trial store; each config is measured once.")
+@click.option("--storage", default=None, metavar="URL|PATH",
+              help="Shared Optuna storage: a PostgreSQL URL (postgresql://user@host:5432/db) for hosts that tune "
+                   "together, or a journal file. [default: optuna.sqlite beside --db; optuna.journal with --workers > 1]")
 def tune(**options) -> None:
     """Search kernel configs per shape bucket on this GPU with Optuna; every trial goes to db/.
 
@@ -104,6 +110,27 @@ def tune(**options) -> None:
     from tuner.tune import run
 
     run(**options)
+
+
+@main.command("merge-db")
+@click.option("--into", "into", default=DB_DIR / "trials.sqlite", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The trial store to merge into (created if missing).")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def merge_db(into: Path, sources) -> None:
+    """Merge the trial stores of other hosts (SOURCES: their db/trials.sqlite) into one.
+
+    Hosts that tune together through `tune --storage postgresql://...` share the Optuna studies but
+    each keeps its own store. One row per trial key is kept: the one already there, unless it is a
+    harness 'error' and the other is not. Sources are only read.
+    """
+    from tuner.store import Store, merge_stores
+
+    try:
+        counts = merge_stores(Store(into), sources)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{into}: {counts['added']} rows added, {counts['replaced']} replaced (were 'error'), "
+               f"{counts['kept']} already there")
 
 
 @main.command()

@@ -10,6 +10,10 @@ Order of the questions, cheapest first:
 3. the config's gate verdict is known (this run, or the store's gates table): a failed gate
    marks this bucket's trial with the gate's status without running anything;
 4. otherwise build (parallel), gate once per config, then time on the bucket.
+
+With `owner` set (several workers on one store: tuner.distributed), each gate and each timing
+is claimed in the store first: one worker measures it, another that asks the same config
+waits for that row and answers from it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Callable, Optional, Sequence
 
 from . import __version__
 from .buckets import lens_modes
+from .distributed import claim_once, owner_run_id
 from .prebuild import LaunchShape, Prebuilder
 from .problem import Bucket, Config, Problem, variant_name
 from .space import InfeasibleConfig, Target, check
@@ -66,8 +71,9 @@ class RunContext:
 
 class Evaluator:
     def __init__(self, store: Store, ctx: RunContext, src_dir: Path, gate_shape: Callable[[Problem], tuple[int, int]],
-                 jobs: int | None = None):
+                 jobs: int | None = None, owner: str | None = None):
         self.store, self.ctx = store, ctx
+        self.owner = owner  # tuner.distributed.owner_tag when workers share the store: claim measurements
         self.gate_shape = gate_shape
         self.src_dir = Path(src_dir)
         self.worker = Worker(ctx.interpret)
@@ -120,7 +126,9 @@ class Evaluator:
         for i in todo:
             if deadline is not None and time.monotonic() > deadline:
                 break
-            settle(i, self._measure(problem, bucket, configs[i], sources[i]))
+            v = self._measure_once(problem, bucket, configs[i], sources[i], deadline)
+            if v is not None:
+                settle(i, v)
         for i, config in enumerate(configs):  # duplicates take their first's verdict
             j = first[config.key]
             if j != i and verdicts[j] is not None:
@@ -217,6 +225,27 @@ class Evaluator:
                                     f"{reply.status}: {reply.detail}")
         self._bucket_ready = (problem.key, bucket.key)
 
+    def _claim_wait_s(self) -> float:
+        """How long to wait for another worker's measurement before leaving the trial undecided."""
+        return 2 * self._prepare_timeout() + 4 * self.ctx.timeout_s
+
+    def _measure_once(self, problem, bucket, config, source, deadline) -> Optional[Verdict]:
+        """`_measure`, or with other workers on the store: measured by whichever claims it first."""
+        if self.owner is None:
+            return self._measure(problem, bucket, config, source)
+        key = self._key(problem, bucket, config)
+
+        def lookup(holder: Optional[str]) -> Optional[Verdict]:
+            row = self.store.get(key)
+            if row is None:
+                return None
+            if row["status"] in RETRIED_STATUSES and (holder is None or row["run_id"] != owner_run_id(holder)):
+                return None  # an old harness error: measured again
+            return Verdict(row["status"], row["score_ms"], row, fresh=False, measured=False)
+
+        return claim_once(self.store, key, self.owner, lambda: (self._measure(problem, bucket, config, source), True),
+                          lookup, deadline=deadline, wait_cap_s=self._claim_wait_s())
+
     def _measure(self, problem, bucket, config, source) -> Verdict:
         try:
             return self._gate_and_time(problem, bucket, config, source)
@@ -226,10 +255,17 @@ class Evaluator:
 
     def _gate_and_time(self, problem, bucket, config, source) -> Verdict:
         gate = self._known_gate(problem, config)
-        if gate is None:
-            self._ensure_gate_inputs(problem)
-            reply = self.worker.request("gate", self._payload(problem, config), self.ctx.timeout_s)
-            gate = self._remember_gate(problem, config, reply.status, reply.detail, reply.data)
+        if gate is None and self.owner is None:
+            gate = self._run_gate(problem, config)
+        elif gate is None:  # one gate per config among the workers sharing the store
+            def run_gate() -> tuple[dict, bool]:
+                g = self._run_gate(problem, config)
+                return g, g["status"] not in RETRIED_STATUSES  # an unstored harness error frees the claim
+
+            gate = claim_once(self.store, "gate:" + self._gate_key(problem, config), self.owner, run_gate,
+                              lambda holder: self._known_gate(problem, config), wait_cap_s=self._claim_wait_s())
+            if gate is None:  # its holder outlived the wait: gate it here too
+                gate = self._run_gate(problem, config)
         if gate["status"] != "ok":
             return self._record(problem, bucket, config, source, gate["status"], f"gate: {gate['reason']}", gate=gate)
         self._ensure_bucket_inputs(problem, bucket)
@@ -238,6 +274,11 @@ class Evaluator:
         if not reply.ok:  # bucket-specific (e.g. an overflow only at 1M tokens): not a gate verdict
             return self._record(problem, bucket, config, source, reply.status, f"timing: {reply.detail}", gate=gate)
         return self._record(problem, bucket, config, source, "ok", "", gate=gate, timings=reply.data)
+
+    def _run_gate(self, problem: Problem, config: Config) -> dict:
+        self._ensure_gate_inputs(problem)
+        reply = self.worker.request("gate", self._payload(problem, config), self.ctx.timeout_s)
+        return self._remember_gate(problem, config, reply.status, reply.detail, reply.data)
 
     # -- rows -------------------------------------------------------------------------------
 

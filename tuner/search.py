@@ -12,6 +12,12 @@
   buckets still to do, so a budget cut leaves no bucket untuned.
 - Asked trials left without a verdict (the run was killed or its budget ran out) stay RUNNING in
   the study; the next run evaluates them first.
+- Shared studies (`--workers N`, `--storage URL`: several processes, maybe several hosts, on one
+  study per bucket; see tuner.distributed): each process samples with its own seed, marks the
+  trials it asks with its owner, counts the verdicts of the others towards `--trials` after
+  every batch, asks no more than is left once the others' trials in flight are counted (so the
+  workers spread over the buckets), takes over only trials whose owner is gone, and answers a
+  config another host already decided from the study.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .buckets import nearest
+from .distributed import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
 from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
 from .space import AXES, default_config, feasible_points, is_feasible
 
 SAMPLERS = ("tpe", "grid", "random")
 STALE_ASKS = 40  # asks in a row without a new config: the sampler has converged or the space is used up
+OTHER_WORKERS_NOTE = "its last trials ran on other workers"  # shared studies: moved on to the next bucket
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,7 +122,10 @@ class SearchSettings:
     resume: bool = True
     dot_dtypes: tuple = ("native",)
     try_configs: tuple = ()  # Config objects enqueued in every study
-    optuna_storage: str = "sqlite:///db/optuna.sqlite"
+    optuna_storage: str = "sqlite:///db/optuna.sqlite"  # or a journal file path (tuner.distributed.open_storage)
+    shared: bool = False  # other processes work on the same studies
+    owner: str = ""  # this process's tuner.distributed.owner_tag (shared studies)
+    sampler_seed: Optional[int] = None  # None: `seed` (a shared study: one per worker)
 
 
 @dataclass
@@ -134,6 +145,7 @@ class BucketSummary:
 class RunTotals:
     measured: int = 0
     from_store: int = 0
+    from_study: int = 0  # decided by another host (shared studies), its row in that host's store
     decided: int = 0  # fresh verdicts (measured or not)
     by_status: dict = field(default_factory=dict)
 
@@ -162,6 +174,15 @@ def make_sampler(name: str, space: OptunaSpace, seed: int, trials: int):
     raise ValueError(f"sampler: expected one of {list(SAMPLERS)}, got {name!r}")
 
 
+def tuning_order(plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[tuple[Problem, Bucket]]:
+    """Smallest buckets first, the problems interleaved: time the cheap buckets leave over rolls
+    on to the expensive ones (1M tokens x 256 requests), and a budget cut hits every problem's
+    largest buckets alike rather than the whole of the last problem."""
+    order = sorted(((b.context * b.batch, b.context, b.batch, i, p, b) for i, (p, buckets) in enumerate(plan)
+                    for b in buckets), key=lambda item: item[:4])
+    return [(p, b) for *_, p, b in order]
+
+
 class Search:
     def __init__(self, evaluator: Evaluator, settings: SearchSettings, target=None,
                  progress: Callable[..., None] | None = None):
@@ -173,8 +194,7 @@ class Search:
         self.s = settings
         self.target = target
         self.progress = progress or (lambda **kw: None)
-        self.storage = optuna.storages.RDBStorage(settings.optuna_storage,
-                                                  engine_kwargs={"connect_args": {"timeout": 60}})
+        self.storage = open_storage(settings.optuna_storage)
         self.totals = RunTotals()
         self.winners: dict[str, dict[Bucket, Config]] = {}  # problem key -> bucket -> best config
         self._feasible: dict[str, int] = {}  # problem key -> statically feasible points
@@ -182,13 +202,9 @@ class Search:
     def run(self, plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[BucketSummary]:
         start = time.monotonic()
         end = start + self.s.time_budget_s if self.s.time_budget_s else None
-        # Smallest buckets first, the problems interleaved: time the cheap buckets leave over rolls
-        # on to the expensive ones (1M tokens x 256 requests), and a budget cut hits every
-        # problem's largest buckets alike rather than the whole of the last problem.
-        order = sorted(((b.context * b.batch, b.context, b.batch, i, p, b) for i, (p, buckets) in enumerate(plan)
-                        for b in buckets), key=lambda item: item[:4])
+        order = tuning_order(plan)
         summaries = []
-        for done, (*_, problem, bucket) in enumerate(order):
+        for done, (problem, bucket) in enumerate(order):
             share = None
             if end is not None:  # an equal share of what is left; unused time rolls over
                 share = time.monotonic() + max(0.0, end - time.monotonic()) / (len(order) - done)
@@ -225,10 +241,19 @@ class Search:
                 break
             batch = pending
             pending = []
-            while len(batch) < min(self.s.ask_batch, max(1, goal - len(counted))):
+            want = min(self.s.ask_batch, max(1, goal - len(counted)))
+            if self.s.shared:  # the other workers' trials in flight will count too
+                elsewhere = self._in_flight_elsewhere(study, space) - counted
+                want = min(self.s.ask_batch, goal - len(counted) - len(elsewhere))
+                if want <= 0 and not batch:
+                    summary.note = OTHER_WORKERS_NOTE
+                    break
+            while len(batch) < want:
                 if self.s.sampler == "grid" and study.sampler.is_exhausted(study):
                     break
                 trial = study.ask(fixed_distributions=space.distributions)
+                if self.s.shared:
+                    trial.set_user_attr("owner", self.s.owner)
                 batch.append((trial.number, space.config(trial.params),
                               trial.user_attrs.get("source", f"optuna:{self.s.sampler}")))
             if not batch:
@@ -236,10 +261,12 @@ class Search:
                 break
             before = len(counted)
             try:
-                self._evaluate_batch(study, problem, bucket, batch, counted, run_end)
+                self._evaluate_batch(study, problem, bucket, batch, counted, run_end, space)
             except BucketUnavailable as exc:
                 summary.note = f"skipped: {exc}"
                 break
+            if self.s.shared:
+                counted |= self._counted(study, space, problem)  # the other workers' verdicts
             stale = stale + len(batch) if len(counted) == before else 0
         self._summarize(summary)
         if summary.best is not None:
@@ -247,10 +274,14 @@ class Search:
         self.progress(event="bucket_done", summary=summary)
         return summary
 
-    def _evaluate_batch(self, study, problem, bucket, batch, counted: set, run_end) -> None:
+    def _evaluate_batch(self, study, problem, bucket, batch, counted: set, run_end, space=None) -> None:
+        State = self.optuna.trial.TrialState
+        if self.s.shared:
+            batch = self._answer_from_study(study, problem, bucket, batch, counted, space)
+            if not batch:
+                return
         configs = [c for _, c, _ in batch]
         sources = [s for _, _, s in batch]
-        State = self.optuna.trial.TrialState
 
         def on_verdict(i: int, v: Verdict) -> None:
             self._note(v)
@@ -268,6 +299,50 @@ class Search:
                 study.tell(number, state=State.PRUNED, skip_if_finished=True)
             if v.status != "infeasible" and config.key not in counted:
                 counted.add(config.key)  # a duplicate of an earlier verdict in this batch
+
+    def _answer_from_study(self, study, problem, bucket, batch, counted: set, space) -> list:
+        """Tell the trials whose config the study already decided and this host's store does not
+        hold (another host measured it: its row is in that host's store) the same; returns the
+        rest of the batch."""
+        State = self.optuna.trial.TrialState
+        decided = {}
+        for t in study.get_trials(deepcopy=False, states=(State.COMPLETE, State.PRUNED)):
+            if set(t.params) == set(space.distributions):
+                decided.setdefault(space.config(t.params).key, t)
+        rest = []
+        for number, config, source in batch:
+            t = decided.get(config.key)
+            if t is None or self.ev.store.get(self.ev._key(problem, bucket, config)) is not None:
+                rest.append((number, config, source))
+                continue
+            if t.state == State.COMPLETE:
+                study.tell(number, t.value, skip_if_finished=True)
+            else:
+                study.tell(number, state=State.PRUNED, skip_if_finished=True)
+            self.totals.from_study += 1
+            if is_feasible(problem, config, self.target):
+                counted.add(config.key)
+        return rest
+
+    def _in_flight_elsewhere(self, study, space: OptunaSpace) -> set:
+        """Config keys of trials other live processes are evaluating."""
+        State = self.optuna.trial.TrialState
+        return {space.config(t.params).key for t in study.get_trials(deepcopy=False, states=(State.RUNNING,))
+                if set(t.params) == set(space.distributions) and self._held_elsewhere(t)}
+
+    def _held_elsewhere(self, trial) -> bool:
+        """A RUNNING trial of a shared study that another live process owns (or is still asking)."""
+        import datetime as dt
+
+        owner = trial.user_attrs.get("owner")
+        if owner == self.s.owner:
+            return False
+        held_s = None
+        if trial.datetime_start is not None:
+            held_s = (dt.datetime.now() - trial.datetime_start).total_seconds()
+        if owner is None:  # asked a moment ago, its owner not yet written (or from a single-process run)
+            return held_s is not None and held_s < UNOWNED_GRACE_S
+        return owner_alive(owner, held_s)
 
     def _note(self, v: Verdict) -> None:
         t = self.totals
@@ -288,8 +363,9 @@ class Search:
                 optuna.delete_study(study_name=name, storage=self.storage)
             except KeyError:
                 pass
+        seed = self.s.seed if self.s.sampler_seed is None else self.s.sampler_seed
         return optuna.create_study(study_name=name, storage=self.storage, direction="minimize", load_if_exists=True,
-                                   sampler=make_sampler(self.s.sampler, space, self.s.seed, self.s.trials))
+                                   sampler=make_sampler(self.s.sampler, space, seed, self.s.trials))
 
     def _unfinished(self, study, space: OptunaSpace) -> list:
         """Trials asked but never told (a killed run, or a budget cut), to evaluate first. One
@@ -298,6 +374,8 @@ class Search:
         State = self.optuna.trial.TrialState
         out = []
         for t in study.get_trials(deepcopy=False, states=(State.RUNNING,)):
+            if self.s.shared and self._held_elsewhere(t):
+                continue  # another worker's, in flight
             if set(t.params) != set(space.distributions):
                 study.tell(t.number, state=State.FAIL, skip_if_finished=True)
                 fixed = t.system_attrs.get("fixed_params")
@@ -333,19 +411,24 @@ class Search:
 
     def _summarize(self, summary: BucketSummary) -> None:
         ctx = self.ev.ctx
-        p, b = summary.problem, summary.bucket
-        rows = self.ev.store.trials(
-            "gpu_slug = ? and problem_key = ? and bucket_batch = ? and bucket_context = ? and template_hash = ?",
-            [ctx.gpu_slug, p.key, b.batch, b.context, ctx.template_hashes[p.family]])
-        for r in rows:
-            if r["status"] == "ok" and r["timer"] == ctx.timer:
-                summary.measured += 1
-                if summary.best is None or (r["score_ms"], r["trial_key"]) < (summary.best["score_ms"], summary.best["trial_key"]):
-                    summary.best = r
-            elif r["status"] == "infeasible":
-                summary.pruned += 1
-            elif r["status"] != "ok":
-                summary.failed += 1
+        fill_summary(summary, self.ev.store, ctx.gpu_slug, ctx.timer, ctx.template_hashes[summary.problem.family])
+
+
+def fill_summary(summary: BucketSummary, store, gpu_slug: str, timer: str, template_hash: str) -> None:
+    """Counts and the best ok row of one bucket, from the store (every run's rows)."""
+    p, b = summary.problem, summary.bucket
+    rows = store.trials(
+        "gpu_slug = ? and problem_key = ? and bucket_batch = ? and bucket_context = ? and template_hash = ?",
+        [gpu_slug, p.key, b.batch, b.context, template_hash])
+    for r in rows:
+        if r["status"] == "ok" and r["timer"] == timer:
+            summary.measured += 1
+            if summary.best is None or (r["score_ms"], r["trial_key"]) < (summary.best["score_ms"], summary.best["trial_key"]):
+                summary.best = r
+        elif r["status"] == "infeasible":
+            summary.pruned += 1
+        elif r["status"] != "ok":
+            summary.failed += 1
 
 
 def format_summary(summaries: Sequence[BucketSummary], db_path: Path, totals: RunTotals) -> str:
@@ -368,8 +451,9 @@ def format_summary(summaries: Sequence[BucketSummary], db_path: Path, totals: Ru
         lines.append(line)
     status = ", ".join(f"{k} {v}" for k, v in sorted(totals.by_status.items())) or "none"
     lines.append("")
+    study = f"{totals.from_study} answered from the shared study, " if totals.from_study else ""
     lines.append(f"this run: {totals.measured} trials measured, {totals.from_store} answered from the store, "
-                 f"new verdicts by status: {status}")
+                 f"{study}new verdicts by status: {status}")
     lines.append(f"db: {db_path}")
     return "\n".join(lines)
 

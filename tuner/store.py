@@ -134,6 +134,37 @@ class Store:
         if not self.db["runs"].exists():
             self.db["runs"].create({"run_id": str, "started_at": str, "env_json": str, "args_json": str,
                                     "copy_bw": float, "matmul_rate": float}, pk="run_id")
+        if not self.db["claims"].exists():  # added within schema 1 (tuner.distributed.claim_once)
+            self.db["claims"].create({"claim_key": str, "owner": str, "claimed_at": str}, pk="claim_key")
+
+    # -- claims: which process measures a key (several workers on one store) ---------------
+
+    def claim(self, key: str, owner: str) -> tuple[bool, str]:
+        """(True, owner) when `owner` now holds `key`, or (False, the holder). A claim whose
+        holder is gone (tuner.distributed.owner_alive) is taken over, atomically."""
+        from .distributed import owner_alive
+
+        while True:
+            cur = self.db.execute("insert or ignore into claims (claim_key, owner, claimed_at) values (?, ?, ?)",
+                                  [key, owner, now_iso()])
+            if cur.rowcount == 1:
+                return True, owner
+            row = self.db.execute("select owner, claimed_at from claims where claim_key = ?", [key]).fetchone()
+            if row is None:
+                continue  # released in between
+            holder, claimed_at = row
+            if holder == owner:
+                return True, owner
+            held_s = (_dt.datetime.now(_dt.timezone.utc) - _dt.datetime.fromisoformat(claimed_at)).total_seconds()
+            if owner_alive(holder, held_s):
+                return False, holder
+            cur = self.db.execute("update claims set owner = ?, claimed_at = ? where claim_key = ? and owner = ?",
+                                  [owner, now_iso(), key, holder])
+            if cur.rowcount == 1:
+                return True, owner
+
+    def release(self, key: str, owner: str) -> None:
+        self.db.execute("delete from claims where claim_key = ? and owner = ?", [key, owner])
 
     def record(self, row: TrialRow) -> None:
         if row.status not in STATUSES:
@@ -174,6 +205,43 @@ class Store:
             if k not in best or (r["score_ms"], r["trial_key"]) < (best[k]["score_ms"], best[k]["trial_key"]):
                 best[k] = r
         return [best[k] for k in sorted(best, key=lambda k: (best[k]["family"], best[k]["problem_json"], k[1], k[2]))]
+
+
+def merge_stores(into: Store, sources: Iterable[str | Path]) -> dict[str, int]:
+    """Copy the trials, gates and runs of other stores (other hosts) into `into`, one row per
+    key: a row already there is kept, unless it is a retried 'error' and the other is not.
+    Sources are opened read-only. Returns counts: rows added, replaced, and kept."""
+    from .evaluate import RETRIED_STATUSES
+
+    counts = {"added": 0, "replaced": 0, "kept": 0}
+    for source in sources:
+        source = Path(source)
+        if not source.is_file():
+            raise ValueError(f"db: {source} does not exist")
+        if source.resolve() == into.path.resolve():
+            raise ValueError(f"db: {source} is the store being merged into")
+        conn = sqlite3.connect(f"file:{source.resolve()}?mode=ro", uri=True, timeout=60)
+        conn.row_factory = sqlite3.Row
+        try:
+            version = conn.execute("select value from meta where key = 'schema_version'").fetchone()
+            if version is None or int(version[0]) != SCHEMA_VERSION:
+                raise ValueError(f"db: {source} has schema version {version and version[0]}, this tool writes "
+                                 f"{SCHEMA_VERSION}")
+            tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+            for table, pk, getter in (("trials", "trial_key", into.get), ("gates", "gate_key", into.get_gate)):
+                for row in conn.execute(f"select * from {table}") if table in tables else ():
+                    row = dict(row)
+                    have = getter(row[pk])
+                    if have is None or (have["status"] in RETRIED_STATUSES and row["status"] not in RETRIED_STATUSES):
+                        into.db[table].upsert(row, pk=pk)
+                        counts["added" if have is None else "replaced"] += 1
+                    else:
+                        counts["kept"] += 1
+            for row in conn.execute("select * from runs") if "runs" in tables else ():
+                into.db["runs"].insert(dict(row), pk="run_id", ignore=True)
+        finally:
+            conn.close()
+    return counts
 
 
 def _sql_type(f: dataclasses.Field):
