@@ -52,10 +52,9 @@ def row_limits(context_lens: torch.Tensor, next_n: int) -> torch.Tensor:
     return context_lens.long()[:, None] - next_n + 1 + j[None, :]
 
 
-def check_decode(q, kv_cache, weights, context_lens, block_table, max_context_len,
-                 scale_layout: str = "page_blocked", check_values: bool = True) -> DecodeArgs:
-    _tensor("q", q, tuple(Q_DTYPES), 4)
-    b, n, h, d = q.shape
+def _check_q_and_cache(q: torch.Tensor, kv_cache, scale_layout: str):
+    """q's [H, D] contiguity and dtype against the paged cache's layout; (layout, page stride)."""
+    d = q.shape[-1]
     if q.stride(-1) != 1 or q.stride(-2) != d:
         raise ValueError(f"q: expected the last two dims [H, D] contiguous, got strides {list(q.stride())}")
     layout = layout_of(kv_cache, scale_layout)
@@ -63,7 +62,14 @@ def check_decode(q, kv_cache, weights, context_lens, block_table, max_context_le
         raise ValueError(f"q: expected dtype matching the {layout.cache_dtype} cache, got {q.dtype}")
     if layout.head_dim != d:
         raise ValueError(f"kv_cache: expected last dim {d + 4 if layout.cache_dtype == 'fp8' else d} for head dim D={d}, got {kv_cache.shape[3]}")
-    page_stride = check_cache(kv_cache, layout)
+    return layout, check_cache(kv_cache, layout)
+
+
+def check_decode(q, kv_cache, weights, context_lens, block_table, max_context_len,
+                 scale_layout: str = "page_blocked", check_values: bool = True) -> DecodeArgs:
+    _tensor("q", q, tuple(Q_DTYPES), 4)
+    b, n, h, d = q.shape
+    layout, page_stride = _check_q_and_cache(q, kv_cache, scale_layout)
     _tensor("weights", weights, (torch.float32,), 2)
     if tuple(weights.shape) != (b * n, h):
         raise ValueError(f"weights: expected shape [B*next_n, H] = [{b * n}, {h}], got {list(weights.shape)}")
@@ -220,14 +226,7 @@ def check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_tabl
     [M, H], row_request / row_limit [M] int32, block_table [B, max_pages] int32."""
     _tensor("q", q, tuple(Q_DTYPES), 3)
     m, h, d = q.shape
-    if q.stride(-1) != 1 or q.stride(-2) != d:
-        raise ValueError(f"q: expected the last two dims [H, D] contiguous, got strides {list(q.stride())}")
-    layout = layout_of(kv_cache, scale_layout)
-    if Q_DTYPES[q.dtype] != layout.cache_dtype:
-        raise ValueError(f"q: expected dtype matching the {layout.cache_dtype} cache, got {q.dtype}")
-    if layout.head_dim != d:
-        raise ValueError(f"kv_cache: expected last dim {d + 4 if layout.cache_dtype == 'fp8' else d} for head dim D={d}, got {kv_cache.shape[3]}")
-    page_stride = check_cache(kv_cache, layout)
+    layout, page_stride = _check_q_and_cache(q, kv_cache, scale_layout)
     _tensor("weights", weights, (torch.float32,), 2)
     if tuple(weights.shape) != (m, h):
         raise ValueError(f"weights: expected shape [M, H] = [{m}, {h}], got {list(weights.shape)}")

@@ -113,9 +113,24 @@ def make_decode_inputs(problem: Problem, batch: int, max_context_len: int, lens=
     dev = torch.device(device)
     g = torch.Generator(device=dev)
     g.manual_seed(seed)
+    n, h, d = problem.next_n, problem.heads, problem.head_dim
+    kv_cache, block_table = _random_pool_and_table(problem, batch, max_context_len, g, dev, pool_factor,
+                                                   page_gap_bytes, ue8m0, max_pool_bytes)
+    if problem.q_dtype == "fp8":
+        q = (torch.randn(batch, n, h, d, generator=g, device=dev) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)
+    else:
+        q = torch.randn(batch, n, h, d, generator=g, device=dev).to(torch.bfloat16)
+    weights = torch.randn(batch * n, h, generator=g, device=dev) / h
+    lens = make_lens(problem, batch, max_context_len, lens, seed + 1)
+    return DecodeInputs(q, kv_cache, weights, lens.to(dev), block_table, max_context_len, problem.scale_layout)
+
+
+def _random_pool_and_table(problem: Problem, batch: int, max_context_len: int, g: torch.Generator, dev,
+                           pool_factor: float, page_gap_bytes: int, ue8m0: bool, max_pool_bytes: int | None):
+    """A random page pool (pool_factor times the pages the table can address, capped by
+    max_pool_bytes) and a block table [batch, max_pages] scattering each request through it."""
     layout = layout_for(problem)
-    n, h, d, page = problem.next_n, problem.heads, problem.head_dim, problem.page_size
-    max_pages = -(-max_context_len // page)
+    max_pages = -(-max_context_len // problem.page_size)
     stride = layout.page_bytes + page_gap_bytes
     num_pages = max(int(batch * max_pages * pool_factor), batch * max_pages)
     if max_pool_bytes is not None:
@@ -125,14 +140,7 @@ def make_decode_inputs(problem: Problem, batch: int, max_context_len: int, lens=
         ids = torch.randperm(num_pages, generator=g, device=dev)[: batch * max_pages]
     else:
         ids = torch.randint(0, num_pages, (batch * max_pages,), generator=g, device=dev)
-    block_table = ids.reshape(batch, max_pages).to(torch.int32)
-    if problem.q_dtype == "fp8":
-        q = (torch.randn(batch, n, h, d, generator=g, device=dev) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)
-    else:
-        q = torch.randn(batch, n, h, d, generator=g, device=dev).to(torch.bfloat16)
-    weights = torch.randn(batch * n, h, generator=g, device=dev) / h
-    lens = make_lens(problem, batch, max_context_len, lens, seed + 1)
-    return DecodeInputs(q, kv_cache, weights, lens.to(dev), block_table, max_context_len, problem.scale_layout)
+    return kv_cache, ids.reshape(batch, max_pages).to(torch.int32)
 
 
 def _random_cache(layout, num_pages: int, stride: int, g: torch.Generator, dev, ue8m0: bool) -> torch.Tensor:
@@ -318,20 +326,10 @@ def make_prefill_paged_inputs(problem: Problem, rows: int, max_context_len: int,
     dev = torch.device(device)
     gd = torch.Generator(device=dev)
     gd.manual_seed(seed)
-    layout = layout_for(problem)
-    h, d, page = problem.heads, problem.head_dim, problem.page_size
+    h, d = problem.heads, problem.head_dim
     batch = len(lens)
-    max_pages = -(-max_context_len // page)
-    stride = layout.page_bytes + page_gap_bytes
-    num_pages = max(int(batch * max_pages * pool_factor), batch * max_pages)
-    if max_pool_bytes is not None:
-        num_pages = max(1, min(num_pages, max_pool_bytes // stride))
-    kv_cache = _random_cache(layout, num_pages, stride, gd, dev, ue8m0)
-    if num_pages >= batch * max_pages:
-        ids = torch.randperm(num_pages, generator=gd, device=dev)[: batch * max_pages]
-    else:
-        ids = torch.randint(0, num_pages, (batch * max_pages,), generator=gd, device=dev)
-    block_table = ids.reshape(batch, max_pages).to(torch.int32)
+    kv_cache, block_table = _random_pool_and_table(problem, batch, max_context_len, gd, dev, pool_factor,
+                                                   page_gap_bytes, ue8m0, max_pool_bytes)
     if problem.q_dtype == "fp8":
         q = (torch.randn(rows, h, d, generator=gd, device=dev) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)
     else:

@@ -11,7 +11,7 @@ from dataclasses import replace
 import torch
 
 from .gates import launch, new_output
-from .inputs import DecodeInputs, PrefillInputs, make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
+from .inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from .problem import Bucket, Problem
 from .timing import Timing, time_cuda_graph, time_wall_clock
 
