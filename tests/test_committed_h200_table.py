@@ -1,0 +1,39 @@
+"""The committed H200 table is what `emit` makes from the committed trial store, byte for byte.
+
+If the templates changed since the H200 tuning run, emit would (rightly) drop the stale winners
+and the comparison means nothing: the test then skips and says that the H200 needs re-tuning.
+"""
+
+import filecmp
+import json
+from pathlib import Path
+
+import pytest
+
+from tuner.render import template_hash
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "kernels_generated" / "nvidia_h200"
+DB = ROOT / "db" / "trials.sqlite"
+
+
+def test_h200_table_reemits_byte_for_byte(tmp_path):
+    if not (TABLE / "dispatch.json").exists() or not DB.exists():
+        pytest.skip("no committed H200 table or trial store")
+    provenance = json.loads((TABLE / "dispatch.json").read_text())["provenance"]
+    stale = {f for f, h in provenance["template_hashes"].items() if template_hash(f) != h}
+    if stale:
+        pytest.skip(f"templates changed since the H200 was tuned ({sorted(stale)}): re-tune to refresh its table")
+    from click.testing import CliRunner
+
+    import cli
+
+    result = CliRunner().invoke(cli.main, ["emit", "--db", str(DB), "--gpu", "nvidia_h200", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    fresh = tmp_path / "nvidia_h200"
+    names = sorted(p.name for p in TABLE.iterdir())
+    assert names == sorted(p.name for p in fresh.iterdir())
+    match, mismatch, errors = filecmp.cmpfiles(TABLE, fresh, names, shallow=False)
+    assert not mismatch and not errors, (mismatch, errors)
+    entries = json.loads((TABLE / "dispatch.json").read_text())["entries"]
+    assert len(entries) >= 90 and all(e["timer"] == "cuda_graph" for e in entries)
