@@ -133,11 +133,11 @@ def plot_convergence(trials: list[dict], path: Path) -> bool:
     by_bucket = collections.defaultdict(list)
     for t in sorted(trials, key=lambda t: (t["created_at"], t["trial_key"])):
         if t["status"] == "ok" and t["score_ms"] is not None:
-            by_bucket[(t["problem_key"], t["bucket_batch"], t["bucket_context"])].append(t)
+            by_bucket[(_problem_slug(t["problem_json"]), t["bucket_batch"], t["bucket_context"])].append(t)
     if not by_bucket:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (pk, b, c), ts in sorted(by_bucket.items())[:12]:
+    for (slug, b, c), ts in sorted(by_bucket.items())[:12]:
         searched = [t["score_ms"] for t in ts if not str(t.get("source", "")).startswith("grid")]
         grid = [t["score_ms"] for t in ts if str(t.get("source", "")).startswith("grid")]
         best, curve = float("inf"), []
@@ -145,13 +145,14 @@ def plot_convergence(trials: list[dict], path: Path) -> bool:
             best = min(best, s)
             curve.append(best)
         ref = min(grid) if grid else min(t["score_ms"] for t in ts)
-        line, = ax.plot(range(1, len(curve) + 1), [ref / v for v in curve], label=f"B={b} {c // 1024}K")
+        line, = ax.plot(range(1, len(curve) + 1), [ref / v for v in curve], label=f"{slug} B={b} {c // 1024}K")
         if grid:
             ax.axhline(1.0, color=line.get_color(), ls=":", lw=0.8)
     ax.set_xlabel("trials measured")
     ax.set_ylabel("best score so far, as a fraction of the best known (1 = best)")
     ax.set_title("Tuning convergence")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title(f"Tuning convergence ({min(len(by_bucket), 12)} of {len(by_bucket)} buckets shown)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
