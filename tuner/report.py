@@ -150,7 +150,6 @@ def plot_convergence(trials: list[dict], path: Path) -> bool:
             ax.axhline(1.0, color=line.get_color(), ls=":", lw=0.8)
     ax.set_xlabel("trials measured")
     ax.set_ylabel("best score so far, as a fraction of the best known (1 = best)")
-    ax.set_title("Tuning convergence")
     ax.legend(fontsize=6, ncol=2)
     ax.set_title(f"Tuning convergence ({min(len(by_bucket), 12)} of {len(by_bucket)} buckets shown)")
     fig.tight_layout()
