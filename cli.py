@@ -51,23 +51,30 @@ def info(as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--family", default="decode_paged", show_default=True, type=click.Choice(["decode_paged", "prefill_ragged"]))
+@click.option("--family", default="decode_paged", show_default=True,
+              type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged"]),
+              help="decode_paged: decode over the paged cache; prefill_ragged: prefill over ragged K; prefill_paged: "
+                   "chunked prefill (many query rows) over the paged cache.")
 @click.option("--dtype", default="fp8", show_default=True, type=click.Choice(["fp8", "bf16"]), help="q and cache dtype.")
 @click.option("--next-n", "next_n", multiple=True, metavar="N[,N...]",
-              help="Decode draft tokens per request (repeatable or a comma list). [default: 1]")
-@click.option("--page-size", default=64, show_default=True, type=int, help="Decode cache page size (1, 32, 64, 128).")
+              help="Decode draft tokens per request (repeatable or a comma list; the prefill families take 1). "
+                   "[default: 1]")
+@click.option("--page-size", default=64, show_default=True, type=int,
+              help="Paged cache page size (1, 32, 64, 128): decode_paged and prefill_paged.")
 @click.option("--scale-layout", default=None, type=click.Choice(["page_blocked", "token_interleaved", "none"]),
               help="Where the fp8 scales sit. [default: page_blocked for fp8, none for bf16]")
 @click.option("--heads", default=64, show_default=True, type=int)
 @click.option("--head-dim", default=128, show_default=True, type=int)
 @click.option("--lens-mode", default="1d", show_default=True, type=click.Choice(["1d", "2d"]),
-              help="context_lens [B] (causal within next_n) or [B, N].")
+              help="context_lens [B] (causal within next_n) or [B, N]; the prefill families take 1d.")
 @click.option("--batch", multiple=True, metavar="SIZES",
-              help="Decode: requests per CUDA graph; prefill: query rows. Comma lists, repeatable, 'pow2' = 1..256. "
-                   "[default: SGLang's capture sizes 1,2,4,8,12,16,24..256 for decode; 4096 for prefill]")
+              help="Decode: requests per CUDA graph; prefill_ragged, prefill_paged: query rows. Comma lists, "
+                   "repeatable, 'pow2' = 1..256. [default: SGLang's capture sizes 1,2,4,8,12,16,24..256 for decode; "
+                   "4096 for prefill]")
 @click.option("--context", multiple=True, metavar="SIZES",
-              help="Decode: page-table width in tokens; prefill: keys. K/M suffixes allowed. "
-                   "[default: 4K,8K,32K,128K,1M for decode; 8K,16K,32K,64K for prefill]")
+              help="Decode, prefill_paged: page-table width in tokens; prefill_ragged: keys. K/M suffixes allowed. "
+                   "[default: 4K,8K,32K,128K,1M for decode; 8K,16K,32K,64K for prefill_ragged; 22528,128K for "
+                   "prefill_paged]")
 @click.option("--trials", default=20, show_default=True, type=click.IntRange(min=1),
               help="Distinct configs per bucket with a verdict (static infeasibility does not count).")
 @click.option("--time-budget", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
@@ -102,10 +109,10 @@ def info(as_json: bool) -> None:
 def tune(**options) -> None:
     """Search kernel configs per shape bucket on this GPU with Optuna; every trial goes to db/.
 
-    Per bucket: ask a batch of configs, build them in parallel, gate each config once (reference,
-    graph replay, poisoned table) and time it by CUDA-graph replay with full and partly filled
-    lengths, in a worker process that a crash or hang cannot take down. Ends with a table of the
-    best variant per bucket.
+    Per bucket: ask a batch of configs, build them in parallel, gate each config once (reference;
+    for the paged families also graph replay and a poisoned table) and time it by CUDA-graph
+    replay (decode: full and partly filled lengths; prefill: full), in a worker process that a
+    crash or hang cannot take down. Ends with a table of the best variant per bucket.
     """
     from tuner.tune import run
 
@@ -230,18 +237,20 @@ def _int_list(option: str, text: str) -> list[int]:
 
 
 @main.command()
-@click.option("--family", type=click.Choice(["decode_paged", "prefill_ragged"]), default="decode_paged", show_default=True)
+@click.option("--family", type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged"]),
+              default="decode_paged", show_default=True)
 @click.option("--dtype", type=click.Choice(["fp8", "bf16"]), default="fp8", show_default=True)
 @click.option("--next-n", "next_n", default="1", show_default=True, help="Comma list of next_n (decode).")
 @click.option("--heads", type=int, default=64, show_default=True)
 @click.option("--head-dim", type=int, default=128, show_default=True)
-@click.option("--page-size", type=int, default=64, show_default=True)
+@click.option("--page-size", type=int, default=64, show_default=True, help="Decode and prefill_paged.")
 @click.option("--batch", default="1,8,64,256", show_default=True,
               help="Decode: requests per captured batch. Prefill: query rows.")
 @click.option("--context", default="8192,32768,131072,1048576", show_default=True,
-              help="Decode: page-table width in tokens. Prefill: keys.")
+              help="Decode, prefill_paged: page-table width in tokens. prefill_ragged: keys.")
 @click.option("--lens", "lens_modes", multiple=True, type=click.Choice(["full", "quarter"]),
-              help="Decode length fill (repeatable; default both). Prefill always uses causal windows.")
+              help="Decode length fill (repeatable; default both). The prefill families take none: prefill_ragged "
+                   "times one causal sequence, prefill_paged the rows at the end of full tables ('full').")
 @click.option("--candidates", type=click.IntRange(min=1), default=12, show_default=True,
               help="Configs the autotune baseline chooses among (a reproducible sample incl. the default).")
 @click.option("--methods", default=",".join(["shipped", "default", "autotune", "torch_fullwidth", "reference"]),
@@ -255,9 +264,10 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     """Time the shipped kernels against the baselines by CUDA-graph replay, as % of the floor.
 
     Per bucket and on the same inputs: the shipped kernel (the runtime API), the family's untuned
-    default, the autotune pick among the same configs, the torch full-width fallback and the
-    length-aware torch reference; each in ms, % of the floor (bytes / measured copy bandwidth
-    for decode, flops / measured fp8 matmul rate for prefill) and ratio to the shipped kernel."""
+    default, the autotune pick among the same configs, the torch full-width fallback (decode) and
+    the length-aware torch reference; each in ms, % of the floor (bytes / measured copy bandwidth
+    for decode, flops / measured matmul rate of the dtype for both prefill families) and ratio
+    to the shipped kernel."""
     import os
     import uuid
 
@@ -271,11 +281,14 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     if bad or not chosen:
         raise click.BadParameter(f"unknown methods {bad}; expected some of {list(METHODS)}" if bad else
                                  f"no method given; expected some of {list(METHODS)}", param_hint="--methods")
-    if family == "prefill_ragged":  # decode-only options given with prefill: refuse rather than ignore
+    if family != "decode_paged":  # decode-only options given with prefill: refuse rather than ignore
         source = click.get_current_context().get_parameter_source
-        for opt, name in (("--next-n", "next_n"), ("--page-size", "page_size"), ("--lens", "lens_modes")):
+        decode_only = (("--next-n", "next_n"), ("--lens", "lens_modes"))
+        if family == "prefill_ragged":
+            decode_only += (("--page-size", "page_size"),)
+        for opt, name in decode_only:
             if source(name) is click.core.ParameterSource.COMMANDLINE:
-                raise click.BadParameter(f"decode-only option; prefill_ragged takes no {opt}", param_hint=opt)
+                raise click.BadParameter(f"decode-only option; {family} takes no {opt}", param_hint=opt)
     scale = "none" if dtype == "bf16" else "page_blocked"
     problems = []
     try:
@@ -283,6 +296,9 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
             for n in _int_list("--next-n", next_n):
                 problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size,
                                         scale_layout=scale, heads=heads, head_dim=head_dim, next_n=n))
+        elif family == "prefill_paged":
+            problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size,
+                                    scale_layout=scale, heads=heads, head_dim=head_dim))
         else:
             problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=0, scale_layout=scale,
                                     heads=heads, head_dim=head_dim))
@@ -305,11 +321,14 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     device = "cuda" if on_gpu else "cpu"
     timer = "cuda_graph" if on_gpu else "wall_clock"
     copy_bw = measure_copy_bandwidth() if on_gpu else 1e11
-    matmul_rate = measure_matmul_rate("fp8" if dtype == "fp8" else "bf16") if on_gpu and family == "prefill_ragged" else (None if on_gpu else 1e11)
+    prefill = family in ("prefill_ragged", "prefill_paged")  # compute-bound: the floor needs the dtype's matmul rate
+    matmul_rate = measure_matmul_rate("fp8" if dtype == "fp8" else "bf16") if on_gpu and prefill else (None if on_gpu else 1e11)
     dot_dtype = "native" if on_gpu else ("fp16" if dtype == "fp8" else "fp32")
     fills = list(lens_modes) or (["full", "quarter"] if family == "decode_paged" else ["causal"])
     if family == "prefill_ragged":
         fills = ["causal"]
+    elif family == "prefill_paged":
+        fills = ["full"]  # the rows at the end of full tables, as tune times them
     out_path = out_path or ROOT / "docs" / "results" / f"bench_{env.gpu_slug}.jsonl"
     run_id, created = uuid.uuid4().hex[:12], now_iso()
     target = target_for(env.compute_capability.replace(".", "")) if on_gpu else None

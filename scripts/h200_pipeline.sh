@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole product loop on the H200, in one device call: GPU tests, tune (fp8 decode, bf16
-# decode, fp8 prefill), emit, verify, bench, the chunked-prefill measurement; then pack what the
-# repository keeps (the trial store, the H200 table, bench results) into $OUT/results.tgz.
+# decode, fp8 prefill, fp8 chunked prefill), emit, verify, bench, the chunked-prefill
+# measurement; then pack what the repository keeps (the trial store, the H200 table, bench
+# results) into $OUT/results.tgz.
 # Each step has a time limit and its full log goes to $OUT/<step>.log; a failed step does not
 # stop the next one (the trial store commits every trial as it is measured).
 # Usage (device tool): bash scripts/h200_pipeline.sh   [with .whl carried]
@@ -26,16 +27,20 @@ step tune_fp8 ${TUNE_FP8_S:-170} python3 cli.py tune --dtype fp8 --next-n 1,2 --
   --trials ${TRIALS:-4} --time-budget $(( ${TUNE_FP8_S:-170} - 15 )) --quiet
 step tune_bf16 45 python3 cli.py tune --dtype bf16 --batch 1,64,256 --context 32K,128K --trials 3 --time-budget 35 --quiet
 step tune_prefill 50 python3 cli.py tune --family prefill_ragged --batch 4096 --context 16K,64K --trials 3 --time-budget 40 --quiet
+step tune_prefill_paged 50 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 \
+  --trials 3 --time-budget 40 --quiet
 step emit 30 python3 cli.py emit --gpu nvidia_h200
 step verify 50 python3 cli.py verify --gpu nvidia_h200 --no-defaults
 step bench 120 bash -c 'python3 cli.py bench --dtype fp8 --batch 1,64,256 --context 8192,131072 --candidates 4 --replays 20 \
   && python3 cli.py bench --dtype bf16 --batch 64 --context 32768,131072 --lens full --candidates 3 --replays 20 \
      --methods shipped,default,autotune,reference \
   && python3 cli.py bench --family prefill_ragged --batch 4096 --context 16384,65536 --candidates 3 --replays 5 \
-     --methods shipped,default,autotune,reference'
+     --methods shipped,default,autotune,reference \
+  && python3 cli.py bench --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 --candidates 3 \
+     --replays 5 --methods shipped,default,autotune,reference'
 if [ -f scripts/gpu_chunked_prefill.py ]; then step chunked_prefill 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5; fi
 tar czf "$OUT/results.tgz" db/trials.sqlite kernels_generated/nvidia_h200 docs/results 2>> "$SUMMARY"
-for f in gpu_tests tune_fp8 tune_bf16 tune_prefill emit verify bench chunked_prefill; do
+for f in gpu_tests tune_fp8 tune_bf16 tune_prefill tune_prefill_paged emit verify bench chunked_prefill; do
   [ -f "$OUT/$f.log" ] && { echo "---- $f (tail)"; tail -n 14 "$OUT/$f.log"; }
 done
 cat "$SUMMARY"

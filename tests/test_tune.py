@@ -233,6 +233,10 @@ def _kernel_ints(module, inputs, clean):
              lens_mode="2d"), 2, 128),
     (Problem(heads=16, head_dim=32, page_size=32, scale_layout="token_interleaved"), 1, 96),
     (Problem(family="prefill_ragged", page_size=0, heads=16, head_dim=32), 16, 64),
+    (Problem(family="prefill_paged", page_size=32, heads=16, head_dim=32), 16, 96),
+    (Problem(family="prefill_paged", page_size=32, heads=16, head_dim=32, scale_layout="token_interleaved"), 40, 32),
+    (Problem(family="prefill_paged", page_size=64, heads=16, head_dim=32, cache_dtype="bf16", q_dtype="bf16",
+             scale_layout="none"), 8, 64),  # one request of one page: the launcher takes no page stride
 ])
 def test_build_pool_warms_the_launch_the_worker_makes(problem, batch, context, tmp_path):
     """The GPU build pool compiles from meta tensors; their launch must hand the kernel the same

@@ -2,7 +2,9 @@
 
 Per bucket, each method is timed on the same input sets and, where it can be captured, by
 CUDA-graph replay (the timer is recorded in every row):
-- shipped: the public runtime API (kernels_generated), i.e. the dispatch table's choice;
+- shipped: the public runtime API (kernels_generated), i.e. the dispatch table's choice
+  (`*_paged_mqa_logits`, `*_mqa_logits` or `*_paged_mqa_logits_chunked`, with out= and no value
+  checks);
 - default: the family's untuned default config;
 - autotune: the config `triton.testing.do_bench` picks among the same candidate configs at the
   first call, which is what `triton.autotune` does (eager timing on the call's own inputs); the
@@ -27,7 +29,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from .gates import launch, new_output
-from .inputs import DecodeInputs
+from .inputs import DecodeInputs, PrefillPagedInputs
 from .measure import time_candidate, timing_inputs
 from .problem import Bucket, Config, Problem, variant_name
 from .render import emit, load_module
@@ -49,7 +51,7 @@ class BenchRow:
     problem_json: str
     bucket_batch: int
     bucket_context: int
-    lens: str  # "full" | "quarter" (decode) | "causal" (prefill)
+    lens: str  # "full" | "quarter" (decode) | "causal" (prefill_ragged) | "full" (prefill_paged)
     method: str
     variant: str
     timer: str
@@ -76,6 +78,12 @@ def _api_call(problem: Problem) -> Callable:
 
         def call(x: DecodeInputs, out):
             return fn(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, None, x.max_context_len, False,
+                      out=out, scale_layout=x.scale_layout, check_values=False)
+    elif problem.is_paged:  # chunked prefill over the paged cache
+        fn = rt.fp8_paged_mqa_logits_chunked if problem.cache_dtype == "fp8" else rt.bf16_paged_mqa_logits_chunked
+
+        def call(x: PrefillPagedInputs, out):
+            return fn(x.q, x.kv_cache, x.weights, x.row_request, x.row_limit, x.block_table, x.max_context_len, False,
                       out=out, scale_layout=x.scale_layout, check_values=False)
     else:
         fn = rt.fp8_mqa_logits if problem.cache_dtype == "fp8" else rt.bf16_mqa_logits

@@ -1,7 +1,8 @@
 """The shape buckets a tuning run covers, and the problems it tunes them for.
 
 A decode bucket is (requests captured in one CUDA graph, page-table width in tokens); a prefill
-bucket is (query rows, key tokens). The defaults follow what serving engines use: SGLang's decode
+bucket is (query rows, key tokens); a chunked-prefill bucket (prefill_paged) is (query rows,
+page-table width in tokens). The defaults follow what serving engines use: SGLang's decode
 CUDA-graph capture sizes and page-table widths from 4K to the 1M-token context.
 """
 
@@ -19,6 +20,7 @@ POW2_BATCHES = tuple(2**i for i in range(9))  # 1 .. 256
 DEFAULT_DECODE_CONTEXTS = (4096, 8192, 32768, 131072, 1048576)
 DEFAULT_PREFILL_ROWS = (4096,)
 DEFAULT_PREFILL_KEYS = (8192, 16384, 32768, 65536)
+DEFAULT_CHUNKED_WIDTHS = (22528, 131072)  # a 22K and a 128K page table (docs/PERF.md, chunked prefill)
 SHORTHANDS = {"pow2": POW2_BATCHES, "sglang": SGLANG_DECODE_BATCHES}
 
 # How the lengths of a timed decode bucket are filled: the full width (the graph's worst case)
@@ -58,6 +60,8 @@ def default_sizes(family: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(batches, contexts) a family is tuned for when the user names none."""
     if family == Family.DECODE_PAGED.value:
         return SGLANG_DECODE_BATCHES, DEFAULT_DECODE_CONTEXTS
+    if family == Family.PREFILL_PAGED.value:
+        return DEFAULT_PREFILL_ROWS, DEFAULT_CHUNKED_WIDTHS
     return DEFAULT_PREFILL_ROWS, DEFAULT_PREFILL_KEYS
 
 
@@ -66,6 +70,16 @@ def make_problems(family: str, dtype: str, next_ns: Sequence[int], page_size: in
     """One Problem per next_n (decode) or the single prefill problem. Raises ValueError whose
     message starts with the offending Problem field (the CLI maps it to its option)."""
     layout = scale_layout or ("none" if dtype == "bf16" else "page_blocked")
+    if family == Family.PREFILL_PAGED.value:
+        # The decode cache (page size, scale layout as for decode); each query row has its own limit.
+        if any(n != 1 for n in next_ns):
+            raise ValueError(f"next_n: prefill_paged takes next_n=1 (each query row has its own limit), "
+                             f"got {list(next_ns)}")
+        if lens_mode != "1d":
+            raise ValueError(f"lens_mode: prefill_paged takes lens_mode='1d' (each query row has its own limit), "
+                             f"got {lens_mode!r}")
+        return [Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size, scale_layout=layout,
+                        heads=heads, head_dim=head_dim, next_n=1, lens_mode="1d")]
     if family == Family.PREFILL_RAGGED.value:
         if layout == "token_interleaved":
             raise ValueError("scale_layout: prefill_ragged keeps scales in a separate tensor; "
@@ -84,8 +98,9 @@ def make_problems(family: str, dtype: str, next_ns: Sequence[int], page_size: in
 
 def make_buckets(problem: Problem, batches: Sequence[int], contexts: Sequence[int]) -> list[Bucket]:
     """Every (batch, context) pair, in tuning order: by context, then batch (so each bucket's
-    nearest finished neighbour is usually one batch size away)."""
-    if not problem.is_decode:
+    nearest finished neighbour is usually one batch size away). Chunked prefill takes any rows
+    and width (more rows than the width are split over requests)."""
+    if problem.family == Family.PREFILL_RAGGED.value:
         too_few = [(r, k) for r in batches for k in contexts if k < r]
         if too_few:
             raise ValueError(f"context: prefill keys must be >= query rows (causal windows), got rows/keys {too_few[:4]}")

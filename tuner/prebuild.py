@@ -29,12 +29,14 @@ from typing import Sequence
 from .problem import Config, Problem
 from .worker import pool_init
 
-_KERNELS = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel"}
+_KERNELS = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel",
+            "prefill_paged": "_prefill_paged_kernel"}
 
 
 @dataclass(frozen=True)
 class LaunchShape:
-    """One launch to warm: decode (requests, page-table width) or prefill (rows, keys)."""
+    """One launch to warm: decode (requests, page-table width), prefill (rows, keys) or chunked
+    prefill (rows, page-table width)."""
 
     batch: int
     context: int
@@ -159,11 +161,23 @@ def mock_inputs(problem: Problem, batch: int, context: int):
     """Meta tensors with the shapes and strides `tuner.measure.timing_inputs` produces."""
     import torch
 
-    from .inputs import DecodeInputs, PrefillInputs, make_decode_inputs
+    from .inputs import DecodeInputs, PrefillInputs, PrefillPagedInputs, make_decode_inputs, make_prefill_paged_inputs
 
     meta = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")  # noqa: E731
     qdtype = torch.float8_e4m3fn if problem.q_dtype == "fp8" else torch.bfloat16
     h, d = problem.heads, problem.head_dim
+    if problem.family == "prefill_paged":
+        # As tuner.measure.chunked_timing_inputs: the rows over ceil(rows / width) requests, a pool
+        # of exactly their pages; the page stride from a tiny real cache built the same way (the
+        # launcher reads the stride only when the pool holds more than one page).
+        small = make_prefill_paged_inputs(problem, 1, 2 * problem.page_size, num_requests=1, pool_factor=1.0)
+        cache = small.kv_cache
+        requests, max_pages = -(-batch // context), -(-context // problem.page_size)
+        kv_cache = torch.empty_strided((min(2, requests * max_pages),) + tuple(cache.shape[1:]), cache.stride(),
+                                       dtype=cache.dtype, device="meta")
+        return PrefillPagedInputs(meta((batch, h, d), qdtype), kv_cache, meta((batch, h), torch.float32),
+                                  meta((batch,), torch.int32), meta((batch,), torch.int32),
+                                  meta((requests, max_pages), torch.int32), context, problem.scale_layout)
     if not problem.is_decode:
         kv = (meta((context, d), qdtype),) + ((meta((context,), torch.float32),) if problem.cache_dtype == "fp8" else ())
         return PrefillInputs(meta((batch, h, d), qdtype), kv, meta((batch, h), torch.float32),

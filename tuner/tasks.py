@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from .gates import GateFailure, graph_gate, poison_gate, reference_gate
-from .inputs import make_decode_inputs, make_lens, make_prefill_inputs
+from .gates import GateFailure, chunked_graph_gate, graph_gate, poison_gate, reference_gate
+from .inputs import make_decode_inputs, make_lens, make_prefill_inputs, make_prefill_paged_inputs
 from .measure import time_candidate, timing_inputs
 from .problem import Bucket, Config, Problem
 from .render import emit, load_module
@@ -23,7 +23,8 @@ from .roofline import floor_ms
 
 # GateFailure reasons whose store status has another name.
 GATE_STATUS = {"grid_depends_on_values": "graph_unsafe"}
-_KERNELS = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel"}
+_KERNELS = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel",
+            "prefill_paged": "_prefill_paged_kernel"}
 _CONTEXT_LOST = ("illegal memory access", "unspecified launch failure", "misaligned address",
                  "illegal instruction", "CUDA error", "device-side assert", "an illegal")
 
@@ -100,6 +101,10 @@ class Tasks:
         self._gate = None
         if problem.is_decode:
             x = make_decode_inputs(problem, p["batch"], p["context"], "random", seed=p["seed"], device=self.device)
+        elif problem.is_paged:  # chunked prefill: rows over 3 requests, more where a chunk would pass the width
+            rows, width = p["batch"], p["context"]
+            x = make_prefill_paged_inputs(problem, rows, width, num_requests=max(3, -(-rows // width) + 1),
+                                          seed=p["seed"], device=self.device)
         else:
             x = make_prefill_inputs(problem, p["batch"], p["context"], "random", seed=p["seed"], device=self.device)
         self._gate = (problem.key, x)
@@ -131,18 +136,22 @@ class Tasks:
         return problem, load_module(emit(problem, config, Path(p["src_dir"])))
 
     def gate(self, p: dict) -> dict:
-        """Every gate (SPEC.md): reference (clean and not), poisoned table, graph replay."""
+        """Every gate (SPEC.md): reference (clean and not), poisoned table, graph replay (the
+        paged families; chunked prefill replays other row limits)."""
         problem, module = self._module(p)
         if self._gate is None or self._gate[0] != problem.key:
             raise TaskFailure("error", "gate inputs were not prepared for this problem")
         inputs = self._gate[1]
         self.stage = "reference"
         err = reference_gate(module, inputs, clean_logits=True)
-        if problem.is_decode:
+        if problem.is_paged:
             self.stage = "poison"
             poison_gate(module, inputs, clean_logits=True)
             self.stage = "graph"
-            graph_gate(module, problem, inputs, clean_logits=True, seed=p["seed"])
+            if problem.is_decode:
+                graph_gate(module, problem, inputs, clean_logits=True, seed=p["seed"])
+            else:
+                chunked_graph_gate(module, inputs, clean_logits=True, seed=p["seed"])
         self.stage = "reference_unclean"  # the path that is timed (engines pass clean_logits=False)
         reference_gate(module, inputs, clean_logits=False)
         self.stage = ""

@@ -20,9 +20,10 @@ import click
 from .buckets import default_sizes, make_buckets, make_problems, parse_sizes
 from .problem import Config, Problem
 
-# Gate input shapes per family on a GPU: (requests, width) for decode, (rows, keys) for prefill.
-# Wider than one program's chunk (up to 8K tokens) so the gates cross chunk boundaries.
-GPU_GATE_SHAPES = {"decode_paged": (4, 20480), "prefill_ragged": (256, 2048)}
+# Gate input shapes per family on a GPU: (requests, width) for decode, (rows, keys) for prefill,
+# (rows, width) for chunked prefill. The paged ones are wider than one program's chunk (up to 8K
+# tokens for decode, 16K for chunked prefill) so the gates cross chunk boundaries.
+GPU_GATE_SHAPES = {"decode_paged": (4, 20480), "prefill_ragged": (256, 2048), "prefill_paged": (256, 20480)}
 # Interpreter dot dtypes (the interpreter gets bf16 dots wrong; fp16 is exact for fp8 inputs).
 INTERPRETER_DOT_DTYPES = {"fp8": ("fp16",), "bf16": ("fp32",)}
 _PROBLEM_OPTIONS = {"q_dtype": "--dtype", "cache_dtype": "--dtype", "heads": "--heads", "head_dim": "--head-dim",
