@@ -102,22 +102,30 @@ def replay_length_sets(problem: Problem, inputs: DecodeInputs, seed: int = 0) ->
 
 def graph_gate(module, problem: Problem, inputs: DecodeInputs, clean_logits: bool = True, seed: int = 0) -> None:
     """Capture with the inputs' lengths, replay with others (and a reshuffled block table)."""
-    lens_buf = inputs.context_lens.clone()
+    _replay_gate(module, inputs, "context_lens", replay_length_sets(problem, inputs, seed), "lengths",
+                 clean_logits, seed)
+
+
+def _replay_gate(module, inputs, field: str, value_sets, what: str, clean_logits: bool, seed: int) -> None:
+    """Capture one launch, then per value set: write it into `inputs.<field>` in place (and, every
+    other time, shuffle the block table's rows between requests), replay, compare with the
+    reference. The shared body of the decode and chunked-prefill graph gates."""
+    values_buf = getattr(inputs, field).clone()
     table_buf = inputs.block_table.clone()
-    live = replace(inputs, context_lens=lens_buf, block_table=table_buf)
+    live = replace(inputs, **{field: values_buf, "block_table": table_buf})
     out = new_output(inputs)
     runner = _Captured(module, live, out, clean_logits)
     g = torch.Generator().manual_seed(seed)
-    for i, lens in enumerate(replay_length_sets(problem, inputs, seed)):
-        lens_buf.copy_(lens.to(lens_buf.device))
+    for i, values in enumerate(value_sets):
+        values_buf.copy_(values.to(values_buf.device, values_buf.dtype))
         if i % 2:  # another block table: the same pages, rows shuffled between requests
             perm = torch.randperm(table_buf.shape[0], generator=g)
             table_buf.copy_(inputs.block_table[perm.to(inputs.block_table.device)])
         out.fill_(float("nan"))
         runner.replay()
         _sync(inputs)
-        ref = reference(live)
-        compare(out, ref, live.valid_mask(), clean_logits, f"graph replay {i} (lengths {lens.flatten()[:4].tolist()}...)")
+        compare(out, reference(live), live.valid_mask(), clean_logits,
+                f"graph replay {i} ({what} {values.flatten()[:4].tolist()}...)")
 
 
 def replay_row_limit_sets(inputs: PrefillPagedInputs, seed: int = 0) -> list[torch.Tensor]:
@@ -140,22 +148,7 @@ def replay_row_limit_sets(inputs: PrefillPagedInputs, seed: int = 0) -> list[tor
 
 def chunked_graph_gate(module, inputs: PrefillPagedInputs, clean_logits: bool = True, seed: int = 0) -> None:
     """Capture with the inputs' row limits, replay with others (and a reshuffled block table)."""
-    limit_buf = inputs.row_limit.clone()
-    table_buf = inputs.block_table.clone()
-    live = replace(inputs, row_limit=limit_buf, block_table=table_buf)
-    out = new_output(inputs)
-    runner = _Captured(module, live, out, clean_logits)
-    g = torch.Generator().manual_seed(seed)
-    for i, limits in enumerate(replay_row_limit_sets(inputs, seed)):
-        limit_buf.copy_(limits.to(limit_buf.device, torch.int32))
-        if i % 2:  # another block table: the same pages, rows shuffled between requests
-            perm = torch.randperm(table_buf.shape[0], generator=g)
-            table_buf.copy_(inputs.block_table[perm.to(inputs.block_table.device)])
-        out.fill_(float("nan"))
-        runner.replay()
-        _sync(inputs)
-        compare(out, reference(live), live.valid_mask(), clean_logits,
-                f"graph replay {i} (row limits {limits[:4].tolist()}...)")
+    _replay_gate(module, inputs, "row_limit", replay_row_limit_sets(inputs, seed), "row limits", clean_logits, seed)
 
 
 class _Captured:
