@@ -52,6 +52,15 @@ def row_limits(context_lens: torch.Tensor, next_n: int) -> torch.Tensor:
     return context_lens.long()[:, None] - next_n + 1 + j[None, :]
 
 
+def _check_weights(weights, rows: int, heads: int, rows_name: str) -> None:
+    """weights [rows, H] float32 with contiguous rows (one per output row)."""
+    _tensor("weights", weights, (torch.float32,), 2)
+    if tuple(weights.shape) != (rows, heads):
+        raise ValueError(f"weights: expected shape [{rows_name}, H] = [{rows}, {heads}], got {list(weights.shape)}")
+    if weights.stride(1) != 1:
+        raise ValueError(f"weights: expected contiguous rows (stride(1) == 1), got strides {list(weights.stride())}")
+
+
 def _check_q_and_cache(q: torch.Tensor, kv_cache, scale_layout: str):
     """q's [H, D] contiguity and dtype against the paged cache's layout; (layout, page stride)."""
     d = q.shape[-1]
@@ -70,11 +79,7 @@ def check_decode(q, kv_cache, weights, context_lens, block_table, max_context_le
     _tensor("q", q, tuple(Q_DTYPES), 4)
     b, n, h, d = q.shape
     layout, page_stride = _check_q_and_cache(q, kv_cache, scale_layout)
-    _tensor("weights", weights, (torch.float32,), 2)
-    if tuple(weights.shape) != (b * n, h):
-        raise ValueError(f"weights: expected shape [B*next_n, H] = [{b * n}, {h}], got {list(weights.shape)}")
-    if weights.stride(1) != 1:
-        raise ValueError(f"weights: expected contiguous rows (stride(1) == 1), got strides {list(weights.stride())}")
+    _check_weights(weights, b * n, h, "B*next_n")
     _tensor("context_lens", context_lens, (torch.int32,), context_lens.dim() if isinstance(context_lens, torch.Tensor) else 1)
     if context_lens.dim() == 1:
         if context_lens.shape[0] != b:
@@ -156,11 +161,7 @@ def check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values: bool
         raise ValueError(f"kv: expected K of shape [Nk, {d}], got {list(k.shape)}")
     if k.stride(1) != 1:
         raise ValueError(f"kv: expected K rows contiguous (stride(1) == 1), got strides {list(k.stride())}")
-    _tensor("weights", weights, (torch.float32,), 2)
-    if tuple(weights.shape) != (m, h):
-        raise ValueError(f"weights: expected shape [M, H] = [{m}, {h}], got {list(weights.shape)}")
-    if weights.stride(1) != 1:
-        raise ValueError(f"weights: expected contiguous rows, got strides {list(weights.stride())}")
+    _check_weights(weights, m, h, "M")
     for name, x in (("cu_seqlen_ks", cu_seqlen_ks), ("cu_seqlen_ke", cu_seqlen_ke)):
         _tensor(name, x, (torch.int32,), 1)
         if x.shape[0] != m:
@@ -227,11 +228,7 @@ def check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_tabl
     _tensor("q", q, tuple(Q_DTYPES), 3)
     m, h, d = q.shape
     layout, page_stride = _check_q_and_cache(q, kv_cache, scale_layout)
-    _tensor("weights", weights, (torch.float32,), 2)
-    if tuple(weights.shape) != (m, h):
-        raise ValueError(f"weights: expected shape [M, H] = [{m}, {h}], got {list(weights.shape)}")
-    if weights.stride(1) != 1:
-        raise ValueError(f"weights: expected contiguous rows (stride(1) == 1), got strides {list(weights.stride())}")
+    _check_weights(weights, m, h, "M")
     for name, x in (("row_request", row_request), ("row_limit", row_limit)):
         _tensor(name, x, (torch.int32,), 1)
         if x.shape[0] != m:
