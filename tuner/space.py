@@ -53,6 +53,16 @@ def target_for(name_or_cc) -> Target:
     return TARGETS[key]
 
 
+_PREFILL_AXES = {
+    "block_t": (32, 64, 128, 256),
+    "tiles_per_program": (1, 2, 4, 8, 16, 32, 64),
+    "num_warps": (4, 8),
+    "num_stages": (1, 2, 3, 4),
+    "block_m": (1, 2, 4),
+    "dot_dtype": ("native", "fp16", "bf16", "fp32"),
+    "orient": ("q_rows", "k_rows"),
+    "programs_per_sm": (0,),
+}
 # Values each knob may take. Anything outside is refused before rendering.
 AXES = {
     Family.DECODE_PAGED.value: {
@@ -65,26 +75,9 @@ AXES = {
         "orient": ("q_rows", "k_rows"),
         "programs_per_sm": (0, 1, 2, 3, 4, 6, 8),
     },
-    Family.PREFILL_RAGGED.value: {
-        "block_t": (32, 64, 128, 256),
-        "tiles_per_program": (1, 2, 4, 8, 16, 32, 64),
-        "num_warps": (4, 8),
-        "num_stages": (1, 2, 3, 4),
-        "block_m": (1, 2, 4),
-        "dot_dtype": ("native", "fp16", "bf16", "fp32"),
-        "orient": ("q_rows", "k_rows"),
-        "programs_per_sm": (0,),
-    },
-    Family.PREFILL_PAGED.value: {
-        "block_t": (16, 32, 64, 128, 256),
-        "tiles_per_program": (1, 2, 4, 8, 16, 32, 64),
-        "num_warps": (4, 8),
-        "num_stages": (1, 2, 3, 4),
-        "block_m": (1, 2, 4),
-        "dot_dtype": ("native", "fp16", "bf16", "fp32"),
-        "orient": ("q_rows", "k_rows"),
-        "programs_per_sm": (0,),
-    },
+    Family.PREFILL_RAGGED.value: _PREFILL_AXES,
+    # Chunked prefill reads the paged cache like decode and offers its 16-token tiles too.
+    Family.PREFILL_PAGED.value: {**_PREFILL_AXES, "block_t": (16, 32, 64, 128, 256)},
 }
 # The dtypes the tuner searches on a GPU; the others exist for the CPU interpreter.
 TUNED_DOT_DTYPES = ("native",)
