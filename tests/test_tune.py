@@ -10,6 +10,7 @@ of the space and the meta-tensor launch shapes the GPU build pool compiles for.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ from tuner.worker import FAULTS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = Problem(heads=16, head_dim=32, page_size=32)  # fp8, page-blocked, next_n 1
+WIDE = Problem(heads=64, head_dim=32, page_size=32)
 DOT = ("fp16",)  # what the interpreter search space allows for fp8
 TINY = ["--interpret", "--heads", "16", "--head-dim", "32", "--page-size", "32", "--replays", "10", "--quiet"]
 
@@ -66,13 +68,16 @@ def _tune(args, env=None):
 
 
 def test_loop_records_infeasible_crash_and_timeout_and_goes_on(tmp_path):
+    # 64 heads: 64 query rows, so a wide tile on few warps is statically infeasible (registers);
+    # with 16 heads only the persistent grid's unused knob is, and the space maps that away.
     db = tmp_path / "trials.sqlite"
-    default = default_config(PROBLEM, DOT[0])
-    infeasible = next(c for c in grid_points(PROBLEM, DOT) if not is_feasible(PROBLEM, c))
-    crash, hang = [c for c in feasible_points(PROBLEM, None, DOT) if c != default][:2]
+    default = default_config(WIDE, DOT[0])
+    infeasible = next(c for c in grid_points(WIDE, DOT)  # too many accumulator registers
+                      if not is_feasible(WIDE, c) and not c.programs_per_sm)
+    crash, hang = [c for c in feasible_points(WIDE, None, DOT) if c != default][:2]
     faults = json.dumps({"crash": [crash.slug], "hang": [hang.slug]})
     tries = [f"--try-config={c.to_json()}" for c in (infeasible, crash, hang)]
-    result = _tune(["--batch", "1,2", "--context", "64", "--trials", "4", "--ask-batch", "4", "--timeout", "10",
+    result = _tune(["--heads", "64", "--batch", "1,2", "--context", "64", "--trials", "4", "--ask-batch", "4", "--timeout", "10",
                     "--db", str(db), *tries], env={FAULTS_ENV: faults})
 
     rows = list(_rows(db).values())
@@ -101,7 +106,7 @@ def test_loop_records_infeasible_crash_and_timeout_and_goes_on(tmp_path):
     trials = _study_trials(db.with_name("optuna.sqlite"))
     states = {t.state.name for t in trials}
     assert "FAIL" not in states and "RUNNING" not in states
-    space = OptunaSpace(PROBLEM, DOT)
+    space = OptunaSpace(WIDE, DOT)
     for t in trials:
         status_is_ok = t.state.name == "COMPLETE"
         config = space.config(t.params)
@@ -201,11 +206,27 @@ def test_optuna_space_round_trips_every_point():
         space = OptunaSpace(problem, dots)
         for config in grid_points(problem, dots):
             params = space.params_of(config)
+            if config.programs_per_sm and config.tiles_per_program != 1:  # the unused knob maps to 1
+                assert space.config(params) == dataclasses.replace(config, tiles_per_program=1)
+                continue
             assert space.config(params) == config
             for name, value in params.items():
                 assert space.distributions[name]._contains(space.distributions[name].to_internal_repr(value))
         assert "log2_block_t" in space.distributions and space.fixed["dot_dtype"] == dots[0]
         assert space.params_of(Config(dot_dtype="fp32")) is None  # outside the restricted dot dtypes
+
+
+def test_optuna_space_is_conditional_on_the_persistent_grid():
+    """A persistent grid ignores tiles_per_program: every proposal is feasible, none is pruned for
+    the unused knob, and the proposals that differ only there are one config."""
+    problem = Problem()  # the GPU decode space has programs_per_sm > 0
+    space = OptunaSpace(problem, ("native",))
+    assert "programs_per_sm" in space.distributions and "log2_tiles_per_program" in space.distributions
+    base = space.params_of(default_config(problem, "native"))
+    persistent = [space.config({**base, "programs_per_sm": 2, "log2_tiles_per_program": k}) for k in range(0, 5)]
+    assert {c.tiles_per_program for c in persistent} == {1} and len(set(persistent)) == 1
+    assert is_feasible(problem, persistent[0])
+    assert space.config({**base, "programs_per_sm": 0, "log2_tiles_per_program": 3}).tiles_per_program == 8
 
 
 def _kernel_ints(module, inputs, clean):

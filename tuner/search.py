@@ -52,7 +52,14 @@ def _is_pow2_run(values: Sequence) -> bool:
 class OptunaSpace:
     """Config axes as Optuna distributions. Ordered axes stay ordered for TPE: powers of two
     become `log2_<axis>` integers, runs of integers become integers; strings are categorical.
-    Axes with a single value (e.g. decode's block_m, a restricted dot dtype) are fixed."""
+    Axes with a single value (e.g. decode's block_m, a restricted dot dtype) are fixed.
+
+    The space is conditional where a knob is unused: a persistent grid (programs_per_sm > 0)
+    has no tiles_per_program, so any proposed value maps to 1. Every such proposal is then a
+    feasible config whose time TPE learns from, instead of a statically infeasible one told as
+    PRUNED (which taught TPE to shun persistent grids altogether)."""
+
+    CONDITIONAL = {"tiles_per_program": ("programs_per_sm", 1)}  # axis: (the knob that disables it, its value then)
 
     def __init__(self, problem: Problem, dot_dtypes: Sequence[str]):
         import optuna
@@ -81,13 +88,17 @@ class OptunaSpace:
 
     @property
     def signature(self) -> str:
-        return canonical_json({k: list(v) for k, v in self.axes.items()})
+        return canonical_json({"axes": {k: list(v) for k, v in self.axes.items()},
+                               "conditional": {k: list(v) for k, v in self.CONDITIONAL.items()}})
 
     def config(self, params: dict) -> Config:
         fields = dict(self.fixed)
         for param, (name, enc, _) in self._params.items():
             value = params[param]
             fields[name] = 2 ** int(value) if enc == "log2" else value
+        for axis, (switch, value) in self.CONDITIONAL.items():
+            if fields.get(switch) and axis in fields:
+                fields[axis] = value
         return Config(**fields)
 
     def params_of(self, config: Config) -> Optional[dict]:

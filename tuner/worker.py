@@ -14,7 +14,9 @@ worker exits after answering (its context is unusable).
 
 Test hook: the environment variable INDEXER_TUNER_FAULTS, JSON like
 {"crash": ["<config slug>", ...], "hang": ["<config slug>", ...]}, makes the worker die
-(os._exit) or sleep forever when asked to gate or time a config with that slug.
+(os._exit) or sleep forever when asked to gate or time a config with that slug. On a GPU,
+"gpu_crash" and "gpu_hang" do it on the device instead (tuner.faults): a kernel that writes to an
+illegal address (the CUDA context is lost) or one that never finishes.
 """
 
 from __future__ import annotations
@@ -203,7 +205,8 @@ class Worker:
 # The worker process.
 
 def _inject_fault(kind: str, payload: dict) -> None:
-    """The test hook (see the module docstring): die or hang on chosen config slugs."""
+    """The test hook (see the module docstring): die or hang on chosen config slugs, on the host
+    or on the device (a device fault raises here like a broken candidate would)."""
     spec = os.environ.get(FAULTS_ENV)
     if not spec or kind not in ("gate", "time"):
         return
@@ -216,6 +219,14 @@ def _inject_fault(kind: str, payload: dict) -> None:
     if slug in faults.get("hang", ()):
         while True:
             time.sleep(3600)
+    if slug in faults.get("gpu_crash", ()):
+        from .faults import illegal_address
+
+        illegal_address()
+    if slug in faults.get("gpu_hang", ()):
+        from .faults import hang
+
+        hang()
 
 
 def serve(conn, interpret: bool) -> None:
@@ -233,8 +244,9 @@ def serve(conn, interpret: bool) -> None:
             os._exit(0)  # the parent is gone
         if kind == "stop":
             return
-        _inject_fault(kind, payload)
         try:
+            tasks.stage = kind  # a fault injected below is classified as this request's
+            _inject_fault(kind, payload)
             data = tasks.handle(kind, payload)
         except TaskFailure as exc:
             status, detail, fatal = exc.status, exc.detail, exc.fatal
