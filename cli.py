@@ -7,6 +7,7 @@ Run `python cli.py --help`, or `python cli.py COMMAND --help` for one command.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -258,9 +259,12 @@ def _int_list(option: str, text: str) -> list[int]:
 @click.option("--replays", type=click.IntRange(min=1), default=30, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON-lines results file (default docs/results/bench_<gpu>.jsonl).")
+@click.option("--run-id", "run_id", default=None, metavar="ID",
+              help="Tag the rows with this run id (e.g. one id for the bench processes of one run on several GPUs). "
+                   "[default: a new random id]")
 @click.option("--interpret", is_flag=True, help="Run on CPU under the Triton interpreter with wall-clock timing.")
 def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, lens_modes, candidates, methods,
-          replays, out_path, interpret) -> None:
+          replays, out_path, run_id, interpret) -> None:
     """Time the shipped kernels against the baselines by CUDA-graph replay, as % of the floor.
 
     Per bucket and on the same inputs: the shipped kernel (the runtime API), the family's untuned
@@ -330,7 +334,9 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     elif family == "prefill_paged":
         fills = ["full"]  # the rows at the end of full tables, as tune times them
     out_path = out_path or ROOT / "docs" / "results" / f"bench_{env.gpu_slug}.jsonl"
-    run_id, created = uuid.uuid4().hex[:12], now_iso()
+    if run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run_id):
+        raise click.BadParameter(f"expected 1-64 letters, digits, '.', '_' or '-', got {run_id!r}", param_hint="--run-id")
+    run_id, created = run_id or uuid.uuid4().hex[:12], now_iso()
     target = target_for(env.compute_capability.replace(".", "")) if on_gpu else None
     header = f"{'problem':26s} {'bucket':16s} {'lens':8s} {'method':16s} {'p50 ms':>10s} {'% floor':>8s} {'x shipped':>9s}"
     click.echo(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s" + (f", matmul {matmul_rate / 1e12:.0f} TFLOP/s" if matmul_rate else ""), err=True)

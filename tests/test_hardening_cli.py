@@ -181,6 +181,8 @@ BENCH_BAD = [
     (["--family", "prefill_ragged", "--lens", "full"], "--lens"),
     (["--family", "prefill_ragged", "--next-n", "2"], "--next-n"),
     (["--family", "prefill_ragged", "--page-size", "32"], "--page-size"),
+    (["--run-id", "two words"], "--run-id"),
+    (["--run-id", "../escape"], "--run-id"),
 ]
 
 

@@ -1,0 +1,198 @@
+"""What bounds fp8 decode on this GPU: measured ceilings beside the shipped kernel (issue 7).
+
+For each decode bucket, on the same inputs and by the same CUDA-graph replay as `bench`
+(8 launches per graph, several block tables over one pool larger than L2), time:
+- empty:   a kernel that does nothing, on the bucket's grid (launch cost of one graph node);
+- chain:   one program doing the decode kernel's dependent loads once (lengths -> block table
+           -> cache -> store): the latency every launch pays before its first cache byte;
+- stream:  the bucket's floor bytes read contiguously by a plain streaming kernel (best of a
+           few configs): what a read of that size can reach at all;
+- paged:   the bucket's valid pages read through the block table with the decode kernel's
+           split grid and early exit, and no math (best of a few configs): the kernel's own
+           access pattern with the compute taken away;
+- shipped: the runtime API (the dispatch table's pick).
+Each as time and % of the floor (bytes / measured copy bandwidth).
+
+Usage (GPU host): python3 scripts/gpu_ceilings.py [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from tuner.bench import _api_call  # noqa: E402
+from tuner.gates import new_output  # noqa: E402
+from tuner.measure import timing_inputs  # noqa: E402
+from tuner.problem import Bucket, Problem  # noqa: E402
+from tuner.roofline import floor_ms  # noqa: E402
+from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  # noqa: E402
+
+
+@triton.jit
+def _empty_kernel(out_ptr):
+    pass
+
+
+@triton.jit
+def _chain_kernel(lens_ptr, bt_ptr, kv_ptr, page_stride, out_ptr, PAGE: tl.constexpr):
+    last = tl.load(lens_ptr) - 1
+    page = tl.load(bt_ptr + last // PAGE)
+    x = tl.load(kv_ptr + page.to(tl.int64) * page_stride)
+    tl.store(out_ptr, x)
+
+
+@triton.jit
+def _stream_kernel(x_ptr, n_words, out_ptr, BLOCK: tl.constexpr, TILES: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.int32)
+    for i in range(TILES):
+        o = (pid * TILES + i).to(tl.int64) * BLOCK + offs
+        acc ^= tl.load(x_ptr + o, mask=o < n_words, other=0)
+    tl.store(out_ptr + pid, tl.sum(acc, 0))
+
+
+@triton.jit
+def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, out_ptr,
+                       PAGE: tl.constexpr, PAGE_WORDS: tl.constexpr, BLOCK: tl.constexpr, PAGES: tl.constexpr):
+    b = tl.program_id(0)
+    c = tl.program_id(1)
+    n_pages = tl.cdiv(tl.load(lens_ptr + b), PAGE)
+    if c * PAGES >= n_pages:
+        return  # past the request's length: exit at once, like the decode kernel
+    base = kv_ptr.to(tl.pointer_type(tl.int32))
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.int32)
+    for i in range(PAGES):
+        p = c * PAGES + i
+        ok = p < n_pages
+        page = tl.load(bt_ptr + b * bt_stride + p, mask=ok, other=0)
+        acc ^= tl.load(base + page.to(tl.int64) * page_stride_words + offs, mask=ok & (offs < PAGE_WORDS), other=0)
+    tl.store(out_ptr + b * tl.num_programs(1) + c, tl.sum(acc, 0))
+
+
+def best_of(make_fns, configs, replays):
+    best = None
+    for cfg in configs:
+        try:
+            t = time_cuda_graph(make_fns(cfg), replays=replays)
+        except Exception as exc:  # noqa: BLE001 - a config that does not compile is skipped
+            print(f"  config {cfg}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+            continue
+        if best is None or t.p50_ms < best[1].p50_ms:
+            best = (cfg, t)
+    return best
+
+
+def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, replays: int) -> dict:
+    sets = timing_inputs(problem, bucket, lens, device="cuda")
+    x0 = sets[0]
+    fl = floor_ms(x0, False, copy_bw=copy_bw)
+    kv = x0.kv_cache
+    page = problem.page_size
+    page_bytes = page * problem.token_bytes
+    page_stride = kv.stride(0)
+    assert page_stride % 4 == 0 and page_bytes % 4 == 0
+    width_pages = x0.block_table.shape[1]
+    row = {"bucket": f"{bucket.batch}x{bucket.context}", "lens": lens, "floor_us": fl * 1e3}
+
+    # empty: the decode split grid at the shipped default's chunk (4 tiles of 128 = 8 pages)
+    grid = (bucket.batch, triton.cdiv(width_pages, 8))
+    sink = torch.zeros(1, device="cuda")
+    row["empty"] = time_cuda_graph([lambda: _empty_kernel[grid](sink)], replays=replays)
+    outi = torch.zeros(1, dtype=torch.uint8, device="cuda")
+    row["chain"] = time_cuda_graph(
+        [lambda x=x: _chain_kernel[(1,)](x.context_lens, x.block_table, x.kv_cache, page_stride, outi, PAGE=page)
+         for x in sets], replays=replays)
+
+    # stream: the floor's bytes, contiguous, rotated over buffers that together exceed L2 twice
+    nbytes = int(fl * 1e-3 * copy_bw)
+    words = max(nbytes // 4, 1)
+    nbuf = max(2, min(8, -(-(120 << 20) // max(nbytes, 1))))
+    bufs = [torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device="cuda") for _ in range(nbuf)]
+    sout = torch.zeros(triton.cdiv(words, 1024), dtype=torch.int32, device="cuda")
+
+    def stream_fns(cfg):
+        block, tiles, warps = cfg
+        g = (triton.cdiv(words, block * tiles),)
+        return [lambda b=b: _stream_kernel[g](b, words, sout, BLOCK=block, TILES=tiles, num_warps=warps) for b in bufs]
+
+    row["stream"] = best_of(stream_fns, list(itertools.product((1024, 2048, 4096), (1, 4, 16), (4, 8))), replays)
+
+    pout = torch.zeros(bucket.batch * width_pages, dtype=torch.int32, device="cuda")
+
+    def paged_fns(cfg):
+        pages, warps, stages = cfg
+        g = (bucket.batch, triton.cdiv(width_pages, pages))
+        return [lambda x=x: _paged_read_kernel[g](x.kv_cache, page_stride // 4, x.block_table, x.block_table.stride(0),
+                                                  x.context_lens, pout, PAGE=page, PAGE_WORDS=page_bytes // 4,
+                                                  BLOCK=triton.next_power_of_2(page_bytes // 4), PAGES=pages,
+                                                  num_warps=warps, num_stages=stages) for x in sets]
+
+    row["paged"] = best_of(paged_fns, list(itertools.product((1, 2, 4, 8), (4, 8), (2, 3))), replays)
+
+    call = _api_call(problem)
+    outs = [new_output(x, 0.0) for x in sets]
+    row["shipped"] = time_cuda_graph([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], replays=replays)
+    del sets, bufs
+    torch.cuda.empty_cache()
+    return row
+
+
+def fmt(row: dict, key: str) -> str:
+    v = row.get(key)
+    if v is None:
+        return "-"
+    t = v[1] if isinstance(v, tuple) else v
+    return f"{t.p50_ms * 1e3:8.1f} us {100 * row['floor_us'] / (t.p50_ms * 1e3):4.0f}%"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=None, help="JSON file for the rows")
+    ap.add_argument("--replays", type=int, default=30)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    warm_up_gpu()
+    copy_bw = measure_copy_bandwidth()
+    print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
+    problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
+    cases = [(1, 8192, "full"), (64, 8192, "full"), (64, 8192, "quarter"), (256, 8192, "quarter"),
+             (64, 32768, "full"), (64, 131072, "full"), (256, 131072, "full")]
+    rows = []
+    for batch, context, lens in cases:
+        row = measure_bucket(problem, Bucket(batch, context), lens, copy_bw, args.replays)
+        rows.append(row)
+        print(f"{row['bucket']:>10} {lens:>7} floor {row['floor_us']:8.1f} us | empty {fmt(row, 'empty')} | chain "
+              f"{fmt(row, 'chain')} | stream {fmt(row, 'stream')} | paged {fmt(row, 'paged')} | shipped "
+              f"{fmt(row, 'shipped')}", flush=True)
+        if row.get("stream"):
+            print(f"    stream cfg (block, tiles, warps) {row['stream'][0]}; paged cfg (pages, warps, stages) "
+                  f"{row['paged'][0] if row.get('paged') else '-'}", flush=True)
+    if args.out:
+        def enc(v):
+            if isinstance(v, tuple):
+                return {"config": list(v[0]), "p50_ms": v[1].p50_ms, "p20_ms": v[1].p20_ms, "p80_ms": v[1].p80_ms}
+            if hasattr(v, "p50_ms"):
+                return {"p50_ms": v.p50_ms, "p20_ms": v.p20_ms, "p80_ms": v.p80_ms}
+            return v
+        with open(args.out, "w") as f:
+            json.dump({"copy_bw": copy_bw, "rows": [{k: enc(v) for k, v in r.items()} for r in rows]}, f, indent=1)
+    print("\nbucket lens | floor | empty | chain | stream | paged | shipped   (p50 per launch, % of floor)")
+    for r in rows:
+        print(f"{r['bucket']} {r['lens']} | {r['floor_us']:.1f} us | {fmt(r, 'empty')} | {fmt(r, 'chain')} | "
+              f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'shipped')}")
+
+
+if __name__ == "__main__":
+    main()

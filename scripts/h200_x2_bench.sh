@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Verify and bench the committed H200 table on a host with two H200s, in one device call, then
+# (time permitting) the one-worker vs two-worker tuning wall time (scripts/two_gpu_tune.sh).
+#   lane A (GPU 0): verify the shipped table; bench fp8 decode next_n=1, every tuned bucket,
+#                   full and quarter-full lengths;
+#   lane B (GPU 1): bench fp8 decode next_n=2 (full), bf16 decode, fp8 prefill over ragged K,
+#                   fp8 and bf16 chunked prefill; the chunked-prefill peak-memory measurement.
+# Both bench lanes tag their rows with one run id, into one results file per lane (merged back
+# here into docs/results/bench_nvidia_h200.jsonl). Everything lands in $OUT/results.tgz.
+# Usage (device tool, nvidia-h200-x2): bash scripts/h200_x2_bench.sh   [with .whl carried]
+set -u
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+OUT=${OUT:-/tmp/out}
+T0=$(date +%s)
+TOTAL_S=${TOTAL_S:-585}
+mkdir -p "$OUT/a" "$OUT/b"
+RID=${RID:-h200-$(date +%Y%m%d-%H%M%S)}
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+echo "run id $RID" | tee -a "$SUMMARY"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee -a "$SUMMARY"
+BATCH=${BATCH:-pow2}
+CONTEXT=${CONTEXT:-4096,8192,32768,131072,1048576}
+COMMON=(--candidates "${CANDIDATES:-3}" --replays "${REPLAYS:-10}" --run-id "$RID")
+
+step() {  # lane name limit cmd...
+  local lane=$1 name=$2 limit=$3; shift 3
+  local t0=$(date +%s.%N)
+  timeout "$limit" "$@" > "$OUT/$lane/$name.log" 2>&1
+  local rc=$?
+  echo "== lane $lane $name: rc=$rc, $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (limit $limit s)" \
+    | tee -a "$SUMMARY"
+}
+batches() { [ "$BATCH" = pow2 ] && echo 1,2,4,8,16,32,64,128,256 || echo "$BATCH"; }
+
+lane_a() {
+  export CUDA_VISIBLE_DEVICES=0
+  step a verify 90 python3 cli.py verify --gpu nvidia_h200 --no-defaults
+  step a bench_fp8_n1 ${A_BENCH_S:-400} python3 cli.py bench --dtype fp8 --next-n 1 --batch "$(batches)" --context "$CONTEXT" \
+    "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
+}
+
+lane_b() {
+  export CUDA_VISIBLE_DEVICES=1
+  local out="$OUT/b/bench.jsonl"
+  step b bench_fp8_n2 ${B_BENCH_S:-260} python3 cli.py bench --dtype fp8 --next-n 2 --batch "$(batches)" --context "$CONTEXT" \
+    --lens full "${COMMON[@]}" --out "$out"
+  step b bench_bf16 60 python3 cli.py bench --dtype bf16 --batch 1,8,64,256 --context 8192,32768,131072 --lens full \
+    --methods shipped,default,autotune,reference "${COMMON[@]}" --out "$out"
+  step b bench_prefill 45 python3 cli.py bench --family prefill_ragged --batch 4096 --context 16384,65536 \
+    --methods shipped,default,autotune,reference --candidates 3 --replays 5 --run-id "$RID" --out "$out"
+  for dt in fp8 bf16; do
+    step b bench_prefill_paged_$dt 45 python3 cli.py bench --family prefill_paged --dtype $dt --batch 4096 \
+      --context 22528,131072 --methods shipped,default,autotune,reference --candidates 3 --replays 5 --run-id "$RID" \
+      --out "$out"
+  done
+  step b chunked_prefill 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5
+}
+
+lane_a &
+A=$!
+lane_b &
+B=$!
+wait $A $B
+left=$(( TOTAL_S - ($(date +%s) - T0) ))
+if [ "$left" -gt 150 ] && [ -z "${NO_TWO_GPU:-}" ]; then
+  step a two_gpu_tune $(( left - 10 )) env OUT="$OUT/a" LIMIT_S=$(( (left - 20) * 3 / 5 )) BATCH=1,64,256 \
+    CONTEXT=8K,32K TRIALS=6 ASK=3 bash scripts/two_gpu_tune.sh
+  cp "$OUT/a/wall_times.txt" "$OUT/wall_times.txt" 2>/dev/null
+else
+  echo "== two_gpu_tune skipped: $left s left" | tee -a "$SUMMARY"
+fi
+for f in a/verify a/bench_fp8_n1 b/bench_fp8_n2 b/bench_bf16 b/bench_prefill b/bench_prefill_paged_fp8 \
+         b/bench_prefill_paged_bf16 b/chunked_prefill a/two_gpu_tune; do
+  [ -f "$OUT/$f.log" ] && { echo "---- $f (tail)"; tail -n 8 "$OUT/$f.log" | cut -c1-200; }
+done
+tar czf "$OUT/results.tgz" -C "$OUT" a b && rm -rf "$OUT/a" "$OUT/b"
+cat "$SUMMARY" "$OUT/wall_times.txt" 2>/dev/null
