@@ -45,6 +45,9 @@ lane_a() {
 lane_b() {
   export CUDA_VISIBLE_DEVICES=1
   local out="$OUT/b/bench.jsonl"
+  # the one bucket the tuning call left untuned (its budget ran out), into a copy of the store
+  [ -n "${RESUME_TUNE:-}" ] && step b tune_resume 60 python3 cli.py tune $RESUME_TUNE --trials 6 --ask-batch 3 --quiet \
+    --db "$OUT/b/trials.sqlite"
   step b bench_fp8_n2 ${B_BENCH_S:-260} python3 cli.py bench --dtype fp8 --next-n 2 --batch "$(batches)" --context "$CONTEXT" \
     --lens full "${COMMON[@]}" --out "$out"
   step b bench_bf16 60 python3 cli.py bench --dtype bf16 --batch 1,8,64,256 --context 8192,32768,131072 --lens full \
@@ -59,6 +62,7 @@ lane_b() {
   step b chunked_prefill 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5
 }
 
+[ -n "${RESUME_TUNE:-}" ] && cp db/trials.sqlite "$OUT/b/trials.sqlite"
 lane_a &
 A=$!
 lane_b &

@@ -273,3 +273,33 @@ def test_build_pool_warms_the_launch_the_worker_makes(problem, batch, context, t
     module = load_module(emit(problem, config, tmp_path))
     real = timing_inputs(problem, Bucket(batch, context), "full", device="cpu", min_pool_bytes=0)[0]
     assert _kernel_ints(module, mock_inputs(problem, batch, context), False) == _kernel_ints(module, real, False)
+
+
+def test_time_budget_is_shared_by_bucket_cost(monkeypatch):
+    """Each bucket gets a share of the time left in proportion to its trial cost, so the big
+    buckets tuned last are not starved (the H200 run with equal shares left 256 x 1M untuned)."""
+    from tuner import search as S
+
+    small, big = Bucket(1, 4096), Bucket(256, 1 << 20)
+    assert S.bucket_weight(Problem(), small) == pytest.approx(1.0, abs=1e-3)
+    assert S.bucket_weight(Problem(next_n=2), big) > S.bucket_weight(Problem(), big) > 5
+    plan = [(Problem(), [small, Bucket(64, 1 << 17), big])]
+    shares = []
+    clock = [1000.0]
+    monkeypatch.setattr(S.time, "monotonic", lambda: clock[0])
+
+    def fake_tune_bucket(self, problem, bucket, share_end, run_end):
+        shares.append((bucket, share_end - clock[0]))
+        clock[0] = share_end  # uses its whole share
+        return S.BucketSummary(problem, bucket)
+
+    monkeypatch.setattr(S.Search, "tune_bucket", fake_tune_bucket)
+    searcher = S.Search.__new__(S.Search)
+    searcher.s = S.SearchSettings(time_budget_s=100.0)
+    searcher.run(plan)
+    got = dict(shares)
+    weights = {b: S.bucket_weight(Problem(), b) for b in got}
+    assert sum(got.values()) == pytest.approx(100.0)
+    for b in got:
+        assert got[b] == pytest.approx(100.0 * weights[b] / sum(weights.values()))
+    assert got[big] > 4 * got[small]

@@ -9,7 +9,8 @@
   learns that region is worse, and the trial still counts as visited.
 - `--trials N` is the number of distinct configs per bucket that reach a verdict other than
   static infeasibility; `--time-budget` bounds the whole run and is shared out between the
-  buckets still to do, so a budget cut leaves no bucket untuned.
+  buckets still to do in proportion to their trial cost (bucket_weight), so a budget cut leaves
+  no bucket untuned.
 - Asked trials left without a verdict (the run was killed or its budget ran out) stay RUNNING in
   the study; the next run evaluates them first.
 - Shared studies (`--workers N`, `--storage URL`: several processes, maybe several hosts, on one
@@ -185,6 +186,19 @@ def make_sampler(name: str, space: OptunaSpace, seed: int, trials: int):
     raise ValueError(f"sampler: expected one of {list(SAMPLERS)}, got {name!r}")
 
 
+# Tokens of key a bucket streams per launch at which one of its trials costs about twice a small
+# bucket's (H200, fp8 decode: ~0.2 s a trial for small buckets, ~1.5 s at 256 x 1M).
+WEIGHT_TOKENS = 48 << 20
+
+
+def bucket_weight(problem: Problem, bucket: Bucket) -> float:
+    """Relative cost of one trial in this bucket, for sharing a time budget: a fixed part
+    (build, gates, graph capture) plus one that grows with the keys scored per launch. Equal
+    shares starved the largest buckets, which come last (the 256 x 1M bucket got no trial)."""
+    rows = problem.next_n if problem.is_decode else 1
+    return 1.0 + bucket.batch * bucket.context * rows / WEIGHT_TOKENS
+
+
 def tuning_order(plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[tuple[Problem, Bucket]]:
     """Smallest buckets first, the problems interleaved: time the cheap buckets leave over rolls
     on to the expensive ones (1M tokens x 256 requests), and a budget cut hits every problem's
@@ -214,11 +228,13 @@ class Search:
         start = time.monotonic()
         end = start + self.s.time_budget_s if self.s.time_budget_s else None
         order = tuning_order(plan)
+        weights = [bucket_weight(p, b) for p, b in order]
         summaries = []
         for done, (problem, bucket) in enumerate(order):
             share = None
-            if end is not None:  # an equal share of what is left; unused time rolls over
-                share = time.monotonic() + max(0.0, end - time.monotonic()) / (len(order) - done)
+            if end is not None:  # this bucket's weighted share of what is left; unused time rolls over
+                now = time.monotonic()
+                share = now + max(0.0, end - now) * weights[done] / sum(weights[done:])
             summaries.append(self.tune_bucket(problem, bucket, share, end))
         return summaries
 
