@@ -303,3 +303,49 @@ def test_time_budget_is_shared_by_bucket_cost(monkeypatch):
     for b in got:
         assert got[b] == pytest.approx(100.0 * weights[b] / sum(weights.values()))
     assert got[big] > 4 * got[small]
+
+
+def test_each_study_is_seeded_with_distinct_neighbour_winners():
+    """Default, then the winners of finished buckets nearest first, up to NEIGHBOUR_SEEDS distinct
+    configs (a winner equal to the default or to a nearer one is not repeated)."""
+    from tuner import search as S
+
+    problem = Problem()
+    space = OptunaSpace(problem, ("native",))
+    default = default_config(problem, "native")
+    a = dataclasses.replace(default, block_t=64, tiles_per_program=32)
+    b = dataclasses.replace(default, num_stages=3)
+    c = dataclasses.replace(default, num_warps=8)
+    d = dataclasses.replace(default, block_t=256)
+    searcher = S.Search.__new__(S.Search)
+    searcher.s = S.SearchSettings()
+    searcher.winners = {problem.key: {Bucket(32, 8192): a, Bucket(16, 8192): a, Bucket(8, 8192): default,
+                                      Bucket(64, 32768): b, Bucket(1, 4096): c, Bucket(256, 1 << 20): d}}
+    queued = []
+
+    class Study:
+        def enqueue_trial(self, params, user_attrs, skip_if_exists):
+            queued.append((space.config(params), user_attrs["source"]))
+
+    searcher._seed(Study(), space, problem, Bucket(64, 8192))
+    assert [cfg for cfg, _ in queued] == [default, a, b, c]
+    assert queued[1][1] == "seed:neighbour:b32_c8192" and queued[2][1] == "seed:neighbour:b64_c32768"
+    assert S.NEIGHBOUR_SEEDS == 3
+
+
+def test_studies_get_different_sampler_seeds(tmp_path):
+    """The random startup trials differ between buckets (one run seed, one sampler seed per study)."""
+    import optuna
+
+    from tuner import search as S
+
+    searcher = S.Search.__new__(S.Search)
+    searcher.s = S.SearchSettings(trials=20)
+    searcher.optuna = optuna
+    searcher.storage = optuna.storages.InMemoryStorage()
+    space = OptunaSpace(Problem(), ("native",))
+    firsts = []
+    for name in ("study_a", "study_b"):
+        study = searcher._open_study(name, space)
+        firsts.append([tuple(sorted(study.ask(fixed_distributions=space.distributions).params.items())) for _ in range(3)])
+    assert firsts[0] != firsts[1]

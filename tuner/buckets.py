@@ -116,6 +116,11 @@ def bucket_distance(a: Bucket, b: Bucket) -> float:
     return abs(math.log2(a.batch) - math.log2(b.batch)) + abs(math.log2(a.context) - math.log2(b.context))
 
 
+def by_distance(bucket: Bucket, done: Iterable[Bucket]) -> list[Bucket]:
+    """The finished buckets other than `bucket`, nearest first (ties: the smaller one)."""
+    return sorted((b for b in done if b != bucket), key=lambda b: (bucket_distance(bucket, b), b.context, b.batch))
+
+
 def nearest(bucket: Bucket, done: Iterable[Bucket]) -> Bucket | None:
     """The finished bucket closest to `bucket` (ties: the smaller one), or None."""
     candidates = [b for b in done if b != bucket]

@@ -4,7 +4,8 @@
   measurement comparable (problem, bucket, GPU, timer, template, search space, sampler), never
   from a variant, so a resumed run reloads them (`load_if_exists`).
 - Each study is seeded (enqueue_trial) with the family default config, configs the user names,
-  and the winner of the nearest finished bucket.
+  and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct configs);
+  its sampler's seed is derived from the run's seed and the study name.
 - Static infeasibility and every failed candidate are told as PRUNED (never FAIL): the sampler
   learns that region is worse, and the trial still counts as visited.
 - `--trials N` is the number of distinct configs per bucket that reach a verdict other than
@@ -29,13 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from .buckets import nearest
+from .buckets import by_distance
 from .distributed import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
 from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
 from .space import AXES, default_config, feasible_points, is_feasible
 
 SAMPLERS = ("tpe", "grid", "random")
+NEIGHBOUR_SEEDS = 3  # distinct winners of finished buckets enqueued in each new study
 STALE_ASKS = 40  # asks in a row without a new config: the sampler has converged or the space is used up
 OTHER_WORKERS_NOTE = "its last trials ran on other workers"  # shared studies: moved on to the next bucket
 
@@ -391,6 +393,9 @@ class Search:
             except KeyError:
                 pass
         seed = self.s.seed if self.s.sampler_seed is None else self.s.sampler_seed
+        # One sampler seed per study: with one seed for all, every bucket drew the same random
+        # startup points and explored the same corner of the space.
+        seed = (seed + int(sha256_hex(name)[:8], 16)) % (2 ** 31)
         return optuna.create_study(study_name=name, storage=self.storage, direction="minimize", load_if_exists=True,
                                    sampler=make_sampler(self.s.sampler, space, seed, self.s.trials))
 
@@ -425,10 +430,17 @@ class Search:
     def _seed(self, study, space: OptunaSpace, problem: Problem, bucket: Bucket) -> None:
         seeds = [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
         seeds += [(c, "seed:user") for c in self.s.try_configs]
+        # The winners of finished buckets, nearest first, up to NEIGHBOUR_SEEDS distinct configs:
+        # few configs win most buckets, and the nearest one's winner alone was often not among them.
         done = self.winners.get(problem.key, {})
-        near = nearest(bucket, done)
-        if near is not None:
-            seeds.append((done[near], f"seed:neighbour:{near.slug}"))
+        picked, added = {c for c, _ in seeds}, 0
+        for near in by_distance(bucket, done):
+            if added == NEIGHBOUR_SEEDS:
+                break
+            if done[near] not in picked:
+                picked.add(done[near])
+                seeds.append((done[near], f"seed:neighbour:{near.slug}"))
+                added += 1
         for config, source in seeds:
             params = space.params_of(config)
             if params is not None:
