@@ -25,7 +25,7 @@ import torch
 from click.testing import CliRunner
 
 from cli import main
-from tuner.buckets import POW2_BATCHES, SGLANG_DECODE_BATCHES, make_buckets, nearest, parse_sizes
+from tuner.buckets import POW2_BATCHES, SGLANG_DECODE_BATCHES, make_buckets, by_distance, parse_sizes
 from tuner.problem import Bucket, Config, Problem
 from tuner.search import OptunaSpace
 from tuner.space import default_config, feasible_points, grid_points, is_feasible
@@ -197,8 +197,8 @@ def test_bucket_lists():
     assert SGLANG_DECODE_BATCHES[:7] == (1, 2, 4, 8, 12, 16, 24) and SGLANG_DECODE_BATCHES[-1] == 256
     buckets = make_buckets(PROBLEM, (1, 2), (128, 64))
     assert buckets == [Bucket(1, 64), Bucket(2, 64), Bucket(1, 128), Bucket(2, 128)]
-    assert nearest(Bucket(4, 64), buckets) == Bucket(2, 64)
-    assert nearest(Bucket(1, 64), []) is None
+    assert by_distance(Bucket(4, 64), buckets)[:2] == [Bucket(2, 64), Bucket(1, 64)]
+    assert by_distance(Bucket(1, 64), []) == []
 
 
 def test_optuna_space_round_trips_every_point():

@@ -119,11 +119,3 @@ def bucket_distance(a: Bucket, b: Bucket) -> float:
 def by_distance(bucket: Bucket, done: Iterable[Bucket]) -> list[Bucket]:
     """The finished buckets other than `bucket`, nearest first (ties: the smaller one)."""
     return sorted((b for b in done if b != bucket), key=lambda b: (bucket_distance(bucket, b), b.context, b.batch))
-
-
-def nearest(bucket: Bucket, done: Iterable[Bucket]) -> Bucket | None:
-    """The finished bucket closest to `bucket` (ties: the smaller one), or None."""
-    candidates = [b for b in done if b != bucket]
-    if not candidates:
-        return None
-    return min(candidates, key=lambda b: (bucket_distance(bucket, b), b.context, b.batch))
