@@ -8,30 +8,23 @@
 # Usage (device tool): bash scripts/h200_pipeline.sh   [with .whl carried]
 set -u
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+source "$(dirname "$0")/gpu_host.sh"
+install_wheels || exit 1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
-step() {
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc=$rc, $(( $(date +%s) - t0 )) s (limit $limit s)" | tee -a "$SUMMARY"
-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$SUMMARY"
-step gpu_tests 60 python3 -m pytest -q -m gpu tests/
-step tune_fp8 ${TUNE_FP8_S:-170} python3 cli.py tune --dtype fp8 --next-n 1,2 --batch pow2 --context 4K,8K,32K,128K,1M \
+step "$OUT/gpu_tests" 60 python3 -m pytest -q -m gpu tests/
+step "$OUT/tune_fp8" ${TUNE_FP8_S:-170} python3 cli.py tune --dtype fp8 --next-n 1,2 --batch pow2 --context 4K,8K,32K,128K,1M \
   --trials ${TRIALS:-4} --time-budget $(( ${TUNE_FP8_S:-170} - 15 )) --quiet
-step tune_bf16 45 python3 cli.py tune --dtype bf16 --batch 1,64,256 --context 32K,128K --trials 3 --time-budget 35 --quiet
-step tune_prefill 50 python3 cli.py tune --family prefill_ragged --batch 4096 --context 16K,64K --trials 3 --time-budget 40 --quiet
-step tune_prefill_paged 50 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 \
+step "$OUT/tune_bf16" 45 python3 cli.py tune --dtype bf16 --batch 1,64,256 --context 32K,128K --trials 3 --time-budget 35 --quiet
+step "$OUT/tune_prefill" 50 python3 cli.py tune --family prefill_ragged --batch 4096 --context 16K,64K --trials 3 --time-budget 40 --quiet
+step "$OUT/tune_prefill_paged" 50 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 \
   --trials 3 --time-budget 40 --quiet
-step emit 30 python3 cli.py emit --gpu nvidia_h200
-step verify 50 python3 cli.py verify --gpu nvidia_h200 --no-defaults
-step bench 120 bash -c 'python3 cli.py bench --dtype fp8 --batch 1,64,256 --context 8192,131072 --candidates 4 --replays 20 \
+step "$OUT/emit" 30 python3 cli.py emit --gpu nvidia_h200
+step "$OUT/verify" 50 python3 cli.py verify --gpu nvidia_h200 --no-defaults
+step "$OUT/bench" 120 bash -c 'python3 cli.py bench --dtype fp8 --batch 1,64,256 --context 8192,131072 --candidates 4 --replays 20 \
   && python3 cli.py bench --dtype bf16 --batch 64 --context 32768,131072 --lens full --candidates 3 --replays 20 \
      --methods shipped,default,autotune,reference \
   && python3 cli.py bench --family prefill_ragged --batch 4096 --context 16384,65536 --candidates 3 --replays 5 \

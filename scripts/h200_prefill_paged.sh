@@ -6,38 +6,33 @@
 # Usage (device tool): bash scripts/h200_prefill_paged.sh   [with .whl carried]
 set -u
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+source "$(dirname "$0")/gpu_host.sh"
+install_wheels || exit 1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/pp"
 RID=${RID:-h200-pp-$(date +%Y%m%d-%H%M%S)}
-: > "$OUT/summary.txt"
-step() {
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" > "$OUT/pp/$name.log" 2>&1
-  echo "== $name: rc=$?, $(( $(date +%s) - t0 )) s (limit $limit s)" | tee -a "$OUT/summary.txt"
-}
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
 TRY=()
 for cfg in '{"block_t":64,"tiles_per_program":32,"num_warps":4,"num_stages":4,"block_m":4,"orient":"k_rows"}' \
            '{"block_t":64,"tiles_per_program":16,"num_warps":4,"num_stages":4,"block_m":4,"orient":"k_rows"}' \
            '{"block_t":64,"tiles_per_program":32,"num_warps":8,"num_stages":4,"block_m":4,"orient":"k_rows"}'; do
   TRY+=(--try-config "$cfg")
 done
-step tune_fp8 110 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 \
+step "$OUT/pp/tune_fp8" 110 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 \
   --trials 10 --ask-batch 5 --time-budget 95 --quiet "${TRY[@]}"
-step tune_bf16 80 python3 cli.py tune --family prefill_paged --dtype bf16 --batch 4096 --context 22528,131072 \
+step "$OUT/pp/tune_bf16" 80 python3 cli.py tune --family prefill_paged --dtype bf16 --batch 4096 --context 22528,131072 \
   --trials 6 --ask-batch 6 --time-budget 65 --quiet "${TRY[@]}"
-step emit 40 python3 cli.py emit --gpu nvidia_h200
-step verify 60 python3 cli.py verify --gpu nvidia_h200 --no-defaults
+step "$OUT/pp/emit" 40 python3 cli.py emit --gpu nvidia_h200
+step "$OUT/pp/verify" 60 python3 cli.py verify --gpu nvidia_h200 --no-defaults
 for dt in fp8 bf16; do
-  step bench_$dt 50 python3 cli.py bench --family prefill_paged --dtype $dt --batch 4096 --context 22528,131072 \
+  step "$OUT/pp/bench_$dt" 50 python3 cli.py bench --family prefill_paged --dtype $dt --batch 4096 --context 22528,131072 \
     --methods shipped,default,autotune,reference --candidates 3 --replays 5 --run-id "$RID" --out "$OUT/pp/bench.jsonl"
 done
-step chunked_prefill 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5
+step "$OUT/pp/chunked_prefill" 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5
 for f in tune_fp8 tune_bf16 verify bench_fp8 bench_bf16 chunked_prefill; do
   echo "---- $f"; tail -n 7 "$OUT/pp/$f.log" | cut -c1-200
 done
 cp db/trials.sqlite "$OUT/pp/"
 tar czf "$OUT/results.tgz" -C "$OUT" pp && rm -rf "$OUT/pp"
-cat "$OUT/summary.txt"
+cat "$SUMMARY"

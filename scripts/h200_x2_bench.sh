@@ -10,8 +10,8 @@
 # Usage (device tool, nvidia-h200-x2): bash scripts/h200_x2_bench.sh   [with .whl carried]
 set -u
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+source "$(dirname "$0")/gpu_host.sh"
+install_wheels || exit 1
 OUT=${OUT:-/tmp/out}
 T0=$(date +%s)
 TOTAL_S=${TOTAL_S:-585}
@@ -25,20 +25,12 @@ BATCH=${BATCH:-pow2}
 CONTEXT=${CONTEXT:-4096,8192,32768,131072,1048576}
 COMMON=(--candidates "${CANDIDATES:-3}" --replays "${REPLAYS:-10}" --run-id "$RID")
 
-step() {  # lane name limit cmd...
-  local lane=$1 name=$2 limit=$3; shift 3
-  local t0=$(date +%s.%N)
-  timeout "$limit" "$@" > "$OUT/$lane/$name.log" 2>&1
-  local rc=$?
-  echo "== lane $lane $name: rc=$rc, $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (limit $limit s)" \
-    | tee -a "$SUMMARY"
-}
 batches() { [ "$BATCH" = pow2 ] && echo 1,2,4,8,16,32,64,128,256 || echo "$BATCH"; }
 
 lane_a() {
   export CUDA_VISIBLE_DEVICES=0
-  step a verify 90 python3 cli.py verify --gpu nvidia_h200 --no-defaults
-  step a bench_fp8_n1 ${A_BENCH_S:-400} python3 cli.py bench --dtype fp8 --next-n 1 --batch "$(batches)" --context "$CONTEXT" \
+  step "$OUT/a/verify" 90 python3 cli.py verify --gpu nvidia_h200 --no-defaults
+  step "$OUT/a/bench_fp8_n1" ${A_BENCH_S:-400} python3 cli.py bench --dtype fp8 --next-n 1 --batch "$(batches)" --context "$CONTEXT" \
     "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
 }
 
@@ -46,20 +38,20 @@ lane_b() {
   export CUDA_VISIBLE_DEVICES=1
   local out="$OUT/b/bench.jsonl"
   # the one bucket the tuning call left untuned (its budget ran out), into a copy of the store
-  [ -n "${RESUME_TUNE:-}" ] && step b tune_resume 60 python3 cli.py tune $RESUME_TUNE --trials 6 --ask-batch 3 --quiet \
+  [ -n "${RESUME_TUNE:-}" ] && step "$OUT/b/tune_resume" 60 python3 cli.py tune $RESUME_TUNE --trials 6 --ask-batch 3 --quiet \
     --db "$OUT/b/trials.sqlite"
-  step b bench_fp8_n2 ${B_BENCH_S:-260} python3 cli.py bench --dtype fp8 --next-n 2 --batch "$(batches)" --context "$CONTEXT" \
+  step "$OUT/b/bench_fp8_n2" ${B_BENCH_S:-260} python3 cli.py bench --dtype fp8 --next-n 2 --batch "$(batches)" --context "$CONTEXT" \
     --lens full "${COMMON[@]}" --out "$out"
-  step b bench_bf16 60 python3 cli.py bench --dtype bf16 --batch 1,8,64,256 --context 8192,32768,131072 --lens full \
+  step "$OUT/b/bench_bf16" 60 python3 cli.py bench --dtype bf16 --batch 1,8,64,256 --context 8192,32768,131072 --lens full \
     --methods shipped,default,autotune,reference "${COMMON[@]}" --out "$out"
-  step b bench_prefill 45 python3 cli.py bench --family prefill_ragged --batch 4096 --context 16384,65536 \
+  step "$OUT/b/bench_prefill" 45 python3 cli.py bench --family prefill_ragged --batch 4096 --context 16384,65536 \
     --methods shipped,default,autotune,reference --candidates 3 --replays 5 --run-id "$RID" --out "$out"
   for dt in fp8 bf16; do
-    step b bench_prefill_paged_$dt 45 python3 cli.py bench --family prefill_paged --dtype $dt --batch 4096 \
+    step "$OUT/b/bench_prefill_paged_$dt" 45 python3 cli.py bench --family prefill_paged --dtype $dt --batch 4096 \
       --context 22528,131072 --methods shipped,default,autotune,reference --candidates 3 --replays 5 --run-id "$RID" \
       --out "$out"
   done
-  step b chunked_prefill 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5
+  step "$OUT/b/chunked_prefill" 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5
 }
 
 [ -n "${RESUME_TUNE:-}" ] && cp db/trials.sqlite "$OUT/b/trials.sqlite"
@@ -70,7 +62,7 @@ B=$!
 wait $A $B
 left=$(( TOTAL_S - ($(date +%s) - T0) ))
 if [ "$left" -gt 150 ] && [ -z "${NO_TWO_GPU:-}" ]; then
-  step a two_gpu_tune $(( left - 10 )) env OUT="$OUT/a" LIMIT_S=$(( (left - 20) * 3 / 5 )) BATCH=1,64,256 \
+  step "$OUT/a/two_gpu_tune" $(( left - 10 )) env OUT="$OUT/a" LIMIT_S=$(( (left - 20) * 3 / 5 )) BATCH=1,64,256 \
     CONTEXT=8K,32K TRIALS=6 ASK=3 bash scripts/two_gpu_tune.sh
   cp "$OUT/a/wall_times.txt" "$OUT/wall_times.txt" 2>/dev/null
 else

@@ -10,8 +10,8 @@
 # Usage (device tool, nvidia-h200-x2): bash scripts/h200_x2_tune.sh   [with .whl carried]
 set -u
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+source "$(dirname "$0")/gpu_host.sh"
+install_wheels || exit 1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" "$OUT/a" "$OUT/b"
 A_S=${A_S:-540}    # lane A's hard limit; its --time-budget is 60 s less
@@ -20,18 +20,9 @@ SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm --format=csv,noheader | tee -a "$SUMMARY"
 
-step() {  # lane name limit cmd...: one step, its log, its wall time and exit status in the summary
-  local lane=$1 name=$2 limit=$3; shift 3
-  local t0=$(date +%s.%N)
-  timeout "$limit" "$@" > "$OUT/$lane/$name.log" 2>&1
-  local rc=$?
-  echo "== lane $lane $name: rc=$rc, $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (limit $limit s)" \
-    | tee -a "$SUMMARY"
-}
-
 lane_a() {
   export CUDA_VISIBLE_DEVICES=0
-  step a tune_fp8_decode "$A_S" python3 cli.py tune --dtype fp8 --next-n 1,2 --batch pow2 --context 4K,8K,32K,128K,1M \
+  step "$OUT/a/tune_fp8_decode" "$A_S" python3 cli.py tune --dtype fp8 --next-n 1,2 --batch pow2 --context 4K,8K,32K,128K,1M \
     --trials "${TRIALS:-12}" --ask-batch 4 --time-budget $(( A_S - 60 )) --quiet --db "$OUT/a/trials.sqlite"
 }
 
@@ -39,17 +30,17 @@ lane_b() {
   export CUDA_VISIBLE_DEVICES=1
   local db="$OUT/b/trials.sqlite" t0=$(date +%s)
   left() { echo $(( B_S - ($(date +%s) - t0) )); }
-  step b gpu_tests 150 python3 -m pytest -q -s -m gpu tests/
-  step b tune_bf16_decode 60 python3 cli.py tune --dtype bf16 --batch 1,8,64,256 --context 8K,32K,128K --trials 5 \
+  step "$OUT/b/gpu_tests" 150 python3 -m pytest -q -s -m gpu tests/
+  step "$OUT/b/tune_bf16_decode" 60 python3 cli.py tune --dtype bf16 --batch 1,8,64,256 --context 8K,32K,128K --trials 5 \
     --ask-batch 4 --time-budget 50 --quiet --db "$db"
-  step b tune_prefill_ragged 60 python3 cli.py tune --family prefill_ragged --batch 4096 --context 16K,64K --trials 6 \
+  step "$OUT/b/tune_prefill_ragged" 60 python3 cli.py tune --family prefill_ragged --batch 4096 --context 16K,64K --trials 6 \
     --ask-batch 3 --time-budget 50 --quiet --db "$db"
-  step b tune_prefill_paged_fp8 90 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 \
+  step "$OUT/b/tune_prefill_paged_fp8" 90 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 \
     --context 22528,131072 --trials 10 --ask-batch 5 --time-budget 80 --quiet --db "$db"
-  step b tune_prefill_paged_bf16 60 python3 cli.py tune --family prefill_paged --dtype bf16 --batch 4096 \
+  step "$OUT/b/tune_prefill_paged_bf16" 60 python3 cli.py tune --family prefill_paged --dtype bf16 --batch 4096 \
     --context 22528,131072 --trials 5 --ask-batch 5 --time-budget 50 --quiet --db "$db"
   local rest=$(left)
-  [ "$rest" -gt 40 ] && step b ceilings $(( rest - 10 )) python3 scripts/gpu_ceilings.py --replays 20 --out "$OUT/b/ceilings.json"
+  [ "$rest" -gt 40 ] && step "$OUT/b/ceilings" $(( rest - 10 )) python3 scripts/gpu_ceilings.py --replays 20 --out "$OUT/b/ceilings.json"
 }
 
 lane_a &

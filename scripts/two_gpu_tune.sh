@@ -10,9 +10,9 @@
 set -u
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
+source "$(dirname "$0")/gpu_host.sh"
 if [ -d .whl ] && [ -z "${NO_WHL:-}" ]; then  # the device host has torch and triton; the rest comes as wheels
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
+  install_wheels || exit 1
 fi
 OUT=${OUT:-/tmp/out}
 WORK=$(mktemp -d)
