@@ -206,12 +206,12 @@ def test_optuna_space_round_trips_every_point():
         space = OptunaSpace(problem, dots)
         for config in grid_points(problem, dots):
             params = space.params_of(config)
-            if config.programs_per_sm and config.tiles_per_program != 1:  # the unused knob maps to 1
-                assert space.config(params) == dataclasses.replace(config, tiles_per_program=1)
-                continue
-            assert space.config(params) == config
             for name, value in params.items():
                 assert space.distributions[name]._contains(space.distributions[name].to_internal_repr(value))
+            if config.programs_per_sm and config.tiles_per_program != 1:  # the unused knob maps to 1
+                assert space.config(params) == dataclasses.replace(config, tiles_per_program=1)
+            else:
+                assert space.config(params) == config
         assert "log2_block_t" in space.distributions and space.fixed["dot_dtype"] == dots[0]
         assert space.params_of(Config(dot_dtype="fp32")) is None  # outside the restricted dot dtypes
 
