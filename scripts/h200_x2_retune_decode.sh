@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Re-tune the whole decode table (fp8 next_n 1 and 2, bf16) after a decode template change, on a
+# host with two H200s, in one device call:
+#   lane A (GPU 0): fp8 decode next_n=1 (batch 1..256 in powers of two, context 4K..1M), then bf16;
+#   lane B (GPU 1): fp8 decode next_n=2 over the same buckets, then the GPU tests.
+# Fresh stores and studies (nothing answered from trials of the old template). Every study also
+# tries TRY configs first: the old table's winners at one more pipeline stage, since the template
+# change is about how deep the cache tiles are prefetched. Back here: `python cli.py merge-db`.
+# Usage (device tool, nvidia-h200-x2): bash scripts/h200_x2_retune_decode.sh   [with .whl carried]
+set -u
+export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_host.sh"
+install_wheels || exit 1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT/a" "$OUT/b"
+FP8_S=${FP8_S:-350}    # each lane's hard limit for its fp8 half; --time-budget is 30 s less
+TRIALS=${TRIALS:-14}
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee -a "$SUMMARY"
+TRY=()
+for cfg in '{"block_t":128,"tiles_per_program":4,"num_warps":4,"num_stages":3,"orient":"k_rows"}' \
+           '{"block_t":64,"tiles_per_program":32,"num_warps":4,"num_stages":3,"orient":"k_rows"}'; do
+  TRY+=(--try-config "$cfg")
+done
+
+FP8=(python3 cli.py tune --dtype fp8 --batch pow2 --context 4K,8K,32K,128K,1M --trials "$TRIALS" --ask-batch 4
+     --time-budget $(( FP8_S - 30 )) --quiet "${TRY[@]}")
+
+lane_a() {
+  export CUDA_VISIBLE_DEVICES=0
+  step "$OUT/a/tune_fp8_n1" "$FP8_S" "${FP8[@]}" --next-n 1 --db "$OUT/a/trials.sqlite"
+  step "$OUT/a/tune_bf16" 70 python3 cli.py tune --dtype bf16 --batch 1,8,64,256 --context 8K,32K,128K --trials 5 \
+    --ask-batch 4 --time-budget 60 --quiet --db "$OUT/a/trials.sqlite" "${TRY[@]}"
+}
+
+lane_b() {
+  export CUDA_VISIBLE_DEVICES=1
+  step "$OUT/b/tune_fp8_n2" "$FP8_S" "${FP8[@]}" --next-n 2 --db "$OUT/b/trials.sqlite"
+  step "$OUT/b/gpu_tests" 120 python3 -m pytest -q -s -m gpu tests/
+}
+
+lane_a &
+A=$!
+lane_b &
+B=$!
+wait $A $B
+for f in a/tune_fp8_n1 a/tune_bf16 b/tune_fp8_n2 b/gpu_tests; do
+  [ -f "$OUT/$f.log" ] && { echo "---- $f (tail)"; tail -n 8 "$OUT/$f.log" | cut -c1-200; }
+done
+tar czf "$OUT/results.tgz" -C "$OUT" a b && rm -rf "$OUT/a" "$OUT/b"
+cat "$SUMMARY"
