@@ -2,9 +2,12 @@
 
 # The carried wheels (.whl: optuna, sqlite-utils and friends, which the device image lacks) into
 # /tmp/site, first on PYTHONPATH with the repository root.
+# Once per host: a script started by another that installed them already skips it (a second
+# install into /tmp/site while a sibling process imports from it could break that process).
 install_wheels() {
+  [ -n "${WHEELS_INSTALLED:-}" ] && return 0
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD
+    && export PYTHONPATH=/tmp/site:$PWD WHEELS_INSTALLED=1
 }
 
 # step LOG LIMIT CMD...: run CMD with a time limit, its output in LOG.log; one line with its exit

@@ -19,10 +19,10 @@ for cfg in '{"block_t":64,"tiles_per_program":32,"num_warps":4,"num_stages":4,"b
            '{"block_t":64,"tiles_per_program":32,"num_warps":8,"num_stages":4,"block_m":4,"orient":"k_rows"}'; do
   TRY+=(--try-config "$cfg")
 done
-step "$OUT/pp/tune_fp8" 110 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 \
-  --trials 10 --ask-batch 5 --time-budget 95 --quiet "${TRY[@]}"
+step "$OUT/pp/tune_fp8" $(( ${FP8_BUDGET:-95} + 15 )) python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 \
+  --trials "${TRIALS_FP8:-10}" --ask-batch 5 --time-budget "${FP8_BUDGET:-95}" --quiet "${TRY[@]}"
 step "$OUT/pp/tune_bf16" 80 python3 cli.py tune --family prefill_paged --dtype bf16 --batch 4096 --context 22528,131072 \
-  --trials 6 --ask-batch 6 --time-budget 65 --quiet "${TRY[@]}"
+  --trials "${TRIALS_BF16:-6}" --ask-batch 6 --time-budget 65 --quiet "${TRY[@]}"
 step "$OUT/pp/emit" 40 python3 cli.py emit --gpu nvidia_h200
 step "$OUT/pp/verify" 60 python3 cli.py verify --gpu nvidia_h200 --no-defaults
 for dt in fp8 bf16; do
