@@ -20,10 +20,13 @@ MAX_POOL_BYTES = 24 << 30
 
 
 def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda", seed: int = 0,
-                  sets: int = 4, min_pool_bytes: int = MIN_POOL_BYTES, max_pool_bytes: int = MAX_POOL_BYTES):
-    """Input sets for timing one bucket; for decode they share one pool and differ in tables."""
+                  sets: int = 4, min_pool_bytes: int = MIN_POOL_BYTES, max_pool_bytes: int = MAX_POOL_BYTES,
+                  page_gap_bytes: int = 64):
+    """Input sets for timing one bucket; for decode they share one pool and differ in tables.
+    page_gap_bytes: bytes between consecutive pages of the pool beyond a page (the paged
+    families); 64 makes every other page start off a 128-byte line."""
     if problem.family == "prefill_paged":
-        return [chunked_timing_inputs(problem, bucket, lens, device=device, seed=seed)]
+        return [chunked_timing_inputs(problem, bucket, lens, device=device, seed=seed, page_gap_bytes=page_gap_bytes)]
     if not problem.is_decode:
         # "full" and "causal": one causal sequence whose last `batch` positions are the rows (what
         # tune times); anything else: the rows split over several shorter sequences.
@@ -34,7 +37,7 @@ def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda
     needed = bucket.batch * (-(-bucket.context // problem.page_size)) * page_bytes
     factor = max(1.0, min_pool_bytes / needed)
     base = make_decode_inputs(problem, bucket.batch, bucket.context, lens, seed=seed, device=device,
-                              pool_factor=factor, max_pool_bytes=max_pool_bytes)
+                              pool_factor=factor, max_pool_bytes=max_pool_bytes, page_gap_bytes=page_gap_bytes)
     out = [base]
     g = torch.Generator(device=base.block_table.device).manual_seed(seed + 17)
     num_pages = base.kv_cache.shape[0]
@@ -44,7 +47,8 @@ def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda
     return out
 
 
-def chunked_timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda", seed: int = 0):
+def chunked_timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda", seed: int = 0,
+                          page_gap_bytes: int = 64):
     """Chunked prefill: bucket.batch query rows against a table of bucket.context tokens.
     lens="full": the rows are the last positions of one request's full table (row r of the
     chunk at p0 = context - rows sees t <= p0 + r; more rows than the context are split over
@@ -56,9 +60,10 @@ def chunked_timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, devi
         chunk_lens = [rows // n + (i < rows % n) for i in range(n)]
         return make_prefill_paged_inputs(problem, rows, width, chunk_lens=chunk_lens,
                                          chunk_starts=[width - v for v in chunk_lens], seed=seed, device=device,
-                                         pool_factor=1.0)
+                                         pool_factor=1.0, page_gap_bytes=page_gap_bytes)
     n = max(2, min(4, rows // 512), -(-rows // width))
-    return make_prefill_paged_inputs(problem, rows, width, num_requests=n, seed=seed, device=device, pool_factor=1.0)
+    return make_prefill_paged_inputs(problem, rows, width, num_requests=n, seed=seed, device=device, pool_factor=1.0,
+                                     page_gap_bytes=page_gap_bytes)
 
 
 def time_candidate(module, input_sets, clean_logits: bool, method: str = "cuda_graph", replays: int = 30) -> Timing:
