@@ -61,3 +61,26 @@ def test_bench_cli_rejects_unknown_method():
     assert r.exit_code != 0 and "--methods" in r.output and "magic" in r.output
     r = CliRunner().invoke(cli.main, ["bench", "--interpret", "--batch", "0"])
     assert r.exit_code != 0 and "--batch" in r.output
+
+
+def test_fallback_ratio_pairs_rows_of_one_run():
+    """The fallback / shipped column divides rows timed together, never the newest shipped row of
+    one run by the fallback of another."""
+    from tuner.report import bench_tables
+
+    def row(method, p50, run, at):
+        return dict(gpu_slug="g", gpu_name="G", problem_json=json.dumps(dict(family="decode_paged", heads=16, head_dim=32,
+                                                                             page_size=32)),
+                    bucket_batch=64, bucket_context=8192, lens="full", method=method, p50_ms=p50, frac_of_floor=0.5,
+                    run_id=run, created_at=at)
+
+    rows = [row("shipped", 0.030, "old", "2026-01-01T00:00:00"), row("torch_fullwidth", 0.900, "old", "2026-01-01T00:00:00"),
+            row("shipped", 0.020, "new", "2026-01-02T00:00:00")]  # newer shipped row, no fallback in its run
+    line = [ln for ln in bench_tables(rows).splitlines() if "B=64, 8192" in ln][0]
+    assert line.endswith("| 30.0x |"), line  # 0.900 / 0.030 of run "old", not 0.900 / 0.020
+    rows.append(row("shipped", 0.025, "old", "2026-01-01T00:05:00"))  # a second shipped row of run "old"
+    line = [ln for ln in bench_tables(rows).splitlines() if "B=64, 8192" in ln][0]
+    assert line.endswith("| 30.0x |"), line  # the one timed in the same invocation as the fallback
+    rows = [row("shipped", 0.020, "new", "2026-01-02T00:00:00"), row("torch_fullwidth", 0.900, "old", "2026-01-01T00:00:00")]
+    line = [ln for ln in bench_tables(rows).splitlines() if "B=64, 8192" in ln][0]
+    assert line.endswith("| - |"), line

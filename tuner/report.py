@@ -43,7 +43,28 @@ def _latest_run(rows: list[dict]) -> list[dict]:
     return list(best.values())
 
 
+def _same_run_shipped(all_rows: list[dict]):
+    """fallback row -> the shipped row it should be divided by: the one timed by the same bench
+    invocation (same run id and start time), else the newest of the same run, else None. The
+    newest row of each method may come from different runs; a ratio across runs means nothing."""
+    index: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for r in all_rows:
+        if r["method"] == "shipped":
+            index[(r["gpu_slug"], r["problem_json"], r["bucket_batch"], r["bucket_context"], r["lens"],
+                   r["run_id"])].append(r)
+
+    def find(fb: dict) -> dict | None:
+        same = index.get((fb["gpu_slug"], fb["problem_json"], fb["bucket_batch"], fb["bucket_context"], fb["lens"],
+                          fb["run_id"]), [])
+        exact = [r for r in same if r["created_at"] == fb["created_at"]]
+        pool = exact or same
+        return max(pool, key=lambda r: r["created_at"]) if pool else None
+
+    return find
+
+
 def bench_tables(rows: list[dict]) -> str:
+    paired = _same_run_shipped(rows)
     rows = _latest_run(rows)
     by_cell = collections.defaultdict(dict)
     for r in rows:
@@ -57,7 +78,8 @@ def bench_tables(rows: list[dict]) -> str:
         for m in METHOD_ORDER:
             r = methods.get(m)
             cells.append("-" if r is None else f"{r['p50_ms'] * 1e3:.1f} us ({100 * r['frac_of_floor']:.0f}%)")
-        fb, sh = methods.get("torch_fullwidth"), methods.get("shipped")
+        fb = methods.get("torch_fullwidth")
+        sh = paired(fb) if fb else None
         speed = f"{fb['p50_ms'] / sh['p50_ms']:.1f}x" if fb and sh else "-"
         out.append(f"| {gpu} | {slug} | B={b}, {c} | {lens} | " + " | ".join(cells) + f" | {speed} |")
     return "\n".join(out)
@@ -92,12 +114,12 @@ def plot_floor(rows: list[dict], path: Path) -> None:
 
 def plot_speedup(rows: list[dict], path: Path) -> bool:
     plt = _plt()
+    paired = _same_run_shipped(rows)
     rows = _latest_run(rows)
-    pairs = collections.defaultdict(dict)
-    for r in rows:
-        pairs[(_problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"], r["lens"])][r["method"]] = r
-    cells = [(k, v["torch_fullwidth"]["p50_ms"] / v["shipped"]["p50_ms"]) for k, v in sorted(pairs.items())
-             if "torch_fullwidth" in v and "shipped" in v]
+    fallbacks = {(_problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"], r["lens"]): r
+                 for r in rows if r["method"] == "torch_fullwidth"}
+    cells = [(k, fb["p50_ms"] / sh["p50_ms"]) for k, fb in sorted(fallbacks.items())
+             if (sh := paired(fb)) is not None]
     if not cells:
         return False
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(cells)), 4))
