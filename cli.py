@@ -193,7 +193,10 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
               help="Folder holding the <gpu_slug>/ and default/ tables.")
 @click.option("--no-defaults", is_flag=True, help="Skip the family defaults (default/).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
-def verify(gpus, root: Path, no_defaults: bool, seed: int) -> None:
+@click.option("--family", "families", multiple=True, type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged"]),
+              help="Only entries of this kernel family (repeatable). [default: all]")
+@click.option("--quiet", is_flag=True, help="No progress line per checked entry (stderr).")
+def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool) -> None:
     """Re-check every shipped dispatch entry against the torch reference (GPU or interpreter).
 
     Each module's sha256 is checked, then it runs the tuner's gates (reference values, -inf mask,
@@ -211,14 +214,23 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int) -> None:
     from tuner.verify import format_rows, verify_tables
 
     try:
-        rows = verify_tables(root, gpus, include_defaults=not no_defaults, on_gpu=on_gpu, seed=seed)
+        def progress(i: int, n: int, r) -> None:
+            if not quiet:
+                click.echo(f"[{i}/{n}] {r.table} {r.what} {r.problem} {r.bucket}: {'ok' if r.ok else 'FAIL'} {r.detail}"[:200],
+                           err=True)
+
+        rows = verify_tables(root, gpus, include_defaults=not no_defaults, on_gpu=on_gpu, seed=seed,
+                             families=families or None, on_row=progress)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--gpu") from None
     where = (f"on {torch.cuda.get_device_name()}" if on_gpu
              else "without a GPU, under TRITON_INTERPRET=1 on CPU tensors")
     click.echo(f"verify {root} {where}")
     if not rows:
-        click.echo("nothing to verify: no dispatch tables there (run `python cli.py emit`)")
+        if families:
+            click.echo(f"nothing to verify: no entries of family {', '.join(families)} in the tables under {root}")
+        else:
+            click.echo("nothing to verify: no dispatch tables there (run `python cli.py emit`)")
         sys.exit(1)
     click.echo(format_rows(rows))
     failed = [r for r in rows if not r.ok]

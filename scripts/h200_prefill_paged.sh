@@ -24,7 +24,7 @@ step "$OUT/pp/tune_fp8" $(( ${FP8_BUDGET:-95} + 15 )) python3 cli.py tune --fami
 step "$OUT/pp/tune_bf16" 80 python3 cli.py tune --family prefill_paged --dtype bf16 --batch 4096 --context 22528,131072 \
   --trials "${TRIALS_BF16:-6}" --ask-batch 6 --time-budget 65 --quiet "${TRY[@]}"
 step "$OUT/pp/emit" 40 python3 cli.py emit --gpu nvidia_h200
-step "$OUT/pp/verify" 60 python3 cli.py verify --gpu nvidia_h200 --no-defaults
+step "$OUT/pp/verify" 90 python3 cli.py verify --gpu nvidia_h200 --no-defaults --family prefill_paged
 for dt in fp8 bf16; do
   step "$OUT/pp/bench_$dt" 50 python3 cli.py bench --family prefill_paged --dtype $dt --batch 4096 --context 22528,131072 \
     --methods shipped,default,autotune,reference --candidates 3 --replays 5 --run-id "$RID" --out "$OUT/pp/bench.jsonl"

@@ -132,6 +132,11 @@ def test_verify_under_the_interpreter(emitted, tmp_path):
     assert "interpreter, as shipped" in res.output  # the cpu table's fp16-dot entry
     assert "interpreter, fp16 tl.dot stand-in for native" in res.output  # the H200 table's native entry
     assert "2 checked, 2 ok, 0 failed" in res.output
+    assert "[2/2] nvidia_h200 entry" in res.output  # a progress line per entry (stderr)
+    res = CliRunner().invoke(cli.main, ["verify", "--root", str(emitted), "--no-defaults", "--family", "decode_paged"])
+    assert res.exit_code == 0 and "2 checked, 2 ok, 0 failed" in res.output, res.output
+    res = CliRunner().invoke(cli.main, ["verify", "--root", str(emitted), "--no-defaults", "--family", "prefill_paged"])
+    assert res.exit_code == 1 and "no entries of family prefill_paged" in res.output, res.output
 
     import shutil
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from kernels_generated import _dispatch
 from .gates import GateFailure, run_all_gates
@@ -113,7 +113,11 @@ class _Checker:
 
 
 def verify_tables(root: Path, gpus: Optional[Sequence[str]] = None, include_defaults: bool = True,
-                  on_gpu: bool = False, seed: int = 0) -> list[VerifyRow]:
+                  on_gpu: bool = False, seed: int = 0, families: Optional[Sequence[str]] = None,
+                  on_row: Optional[Callable[[int, int, VerifyRow], None]] = None) -> list[VerifyRow]:
+    """Check the tables' modules. families: only entries of these kernel families; on_row(i, n,
+    row): called as each row is done (progress: a long GPU check killed by a time limit still
+    leaves the rows before it)."""
     root = Path(root)
     slugs = sorted(p.parent.name for p in root.glob(f"*/{_dispatch.TABLE_FILE}")
                    if p.parent.name != _dispatch.DEFAULT_SLUG)
@@ -125,31 +129,34 @@ def verify_tables(root: Path, gpus: Optional[Sequence[str]] = None, include_defa
     if include_defaults:
         slugs.append(_dispatch.DEFAULT_SLUG)
     rows: list[VerifyRow] = []
+    plan = []  # (slug, directory, modules, what, variant, bucket): every check, counted before any runs
+    for slug in slugs:
+        directory = root / slug
+        path = directory / _dispatch.TABLE_FILE
+        try:
+            table = _dispatch.load_table(path, slug)
+        except (_dispatch.DispatchTableError, FileNotFoundError) as exc:
+            rows.append(VerifyRow(slug, "table", "-", "-", "-", "-", "-", False, str(exc)))
+            continue
+        work = [("entry", e["variant"], (e["bucket"]["batch"], e["bucket"]["context"])) for e in table["entries"]]
+        for section, what in (("defaults", "default"), ("interpreter_defaults", "interp-default")):
+            for variant in sorted((table.get(section) or {}).values()):
+                if on_gpu and section == "interpreter_defaults":
+                    continue  # CPU-only variants: checked where they run
+                work.append((what, variant, None))
+        if families:
+            work = [w for w in work if table["modules"][w[1]]["problem"].get("family") in families]
+        plan += [(slug, directory, table["modules"], *w) for w in work]
     checker = _Checker(on_gpu, seed)
     try:
-        for slug in slugs:
-            directory = root / slug
-            path = directory / _dispatch.TABLE_FILE
-            try:
-                table = _dispatch.load_table(path, slug)
-            except (_dispatch.DispatchTableError, FileNotFoundError) as exc:
-                rows.append(VerifyRow(slug, "table", "-", "-", "-", "-", "-", False, str(exc)))
-                continue
-            work = []
-            for e in table["entries"]:
-                b = (e["bucket"]["batch"], e["bucket"]["context"])
-                work.append(("entry", e["variant"], b))
-            for section, what in (("defaults", "default"), ("interpreter_defaults", "interp-default")):
-                for variant in sorted((table.get(section) or {}).values()):
-                    if on_gpu and section == "interpreter_defaults":
-                        continue  # CPU-only variants: checked where they run
-                    work.append((what, variant, None))
-            for what, variant, bucket in work:
-                info = table["modules"][variant]
-                how, shape, ok, detail = checker.check(directory, variant, info, bucket)
-                rows.append(VerifyRow(slug, what, Problem.from_dict(info["problem"]).slug,
-                                      "-" if bucket is None else f"b{bucket[0]}_c{bucket[1]}", variant, how, shape,
-                                      ok, detail))
+        for i, (slug, directory, modules, what, variant, bucket) in enumerate(plan):
+            info = modules[variant]
+            how, shape, ok, detail = checker.check(directory, variant, info, bucket)
+            rows.append(VerifyRow(slug, what, Problem.from_dict(info["problem"]).slug,
+                                  "-" if bucket is None else f"b{bucket[0]}_c{bucket[1]}", variant, how, shape,
+                                  ok, detail))
+            if on_row is not None:
+                on_row(i + 1, len(plan), rows[-1])
     finally:
         checker.close()
     return rows
