@@ -177,6 +177,9 @@ def test_sigkill_then_resume_loses_nothing_and_repeat_measures_nothing(tmp_path)
     (["--dtype", "bf16", "--scale-layout", "page_blocked"], "--scale-layout"),
     (["--family", "prefill_ragged", "--batch", "4096", "--context", "1024"], "--context"),
     (["--try-config", "{\"block_t\": 3}"], "--try-config"),
+    # a persistent grid has no tiles_per_program: 4 would silently be timed as 1
+    (["--try-config", "{\"block_t\": 64, \"tiles_per_program\": 4, \"programs_per_sm\": 2, \"dot_dtype\": \"fp16\"}"],
+     "would be timed as"),
 ])
 def test_bad_options_name_the_option(args, option):
     result = CliRunner().invoke(main, ["tune", "--interpret", *args])

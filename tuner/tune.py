@@ -99,10 +99,16 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
     configs = _try_configs(try_config)
     dot_dtypes = INTERPRETER_DOT_DTYPES[dtype] if interpret else TUNED_DOT_DTYPES
     for config in configs:
-        if OptunaSpace(problems[0], dot_dtypes).params_of(config) is None:
+        space = OptunaSpace(problems[0], dot_dtypes)
+        params = space.params_of(config)
+        if params is None:
             raise click.BadParameter(f"{config.to_json()} lies outside the search space of {family} "
-                                     f"(axes: {OptunaSpace(problems[0], dot_dtypes).signature})",
-                                     param_hint="--try-config")
+                                     f"(axes: {space.signature})", param_hint="--try-config")
+        if space.config(params) != config:  # a knob the space ties to another, e.g. a persistent grid's tiles
+            raise click.BadParameter(
+                f"{config.to_json()} would be timed as {space.config(params).to_json()}: the space ties "
+                f"{', '.join(f'{a} to {v} when {k} is set' for a, (k, v) in space.CONDITIONAL.items())}",
+                param_hint="--try-config")
 
     import torch
 
