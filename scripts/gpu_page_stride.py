@@ -15,6 +15,7 @@ Usage (GPU host): python scripts/gpu_page_stride.py
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import tempfile
@@ -77,6 +78,9 @@ def shipped(family: str, dtype: str, next_n: int | None, batch: int, context: in
 
 
 def module_from(text: str, name: str):
+    # load_module caches modules by file stem: the name must be unique per rendered text (the run
+    # logged in docs/perf_logs/page_stride.log predates this, see docs/PERF.md)
+    name = f"{name}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     path = Path(tempfile.mkdtemp(prefix="page_stride_")) / f"{name}.py"
     path.write_text(text)
     return load_module(path)

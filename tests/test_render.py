@@ -242,3 +242,33 @@ def test_generated_module_runs_with_only_torch_and_triton(tmp_path):
     valid_p = p.valid_mask()
     assert relative_error(got["prefill"], ref_p, valid_p) < 1e-3
     assert torch.equal(torch.isneginf(got["prefill"]), ~valid_p)
+
+
+def test_load_module_keeps_same_named_files_apart(tmp_path):
+    """One config rendered from two templates gives two files of the same name in two folders:
+    two modules, not the first one twice (an A/B of a template change would compare a kernel
+    with itself)."""
+    from tuner.render import load_module
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "k.py").write_text("WHICH = 'a'\n")
+    (tmp_path / "b" / "k.py").write_text("WHICH = 'b'\n")
+    assert load_module(tmp_path / "a" / "k.py").WHICH == "a"
+    assert load_module(tmp_path / "b" / "k.py").WHICH == "b"
+    assert load_module(tmp_path / "a" / "k.py") is load_module(tmp_path / "a" / "k.py")  # cached per file
+
+
+def test_render_from_another_template_folder(tmp_path):
+    """render(template_dir=...) renders a candidate template (experiments/) with the same inputs."""
+    import shutil
+
+    from tuner.render import TEMPLATE_DIR, render, template_hash
+
+    alt = tmp_path / "templates"
+    shutil.copytree(TEMPLATE_DIR, alt)
+    path = alt / "decode_paged.py.jinja"
+    path.write_text(path.read_text().replace("# Problem constants.", "# Problem constants (candidate)."))
+    p, c = Problem(), Config()
+    assert "(candidate)" in render(p, c, alt) and "(candidate)" not in render(p, c)
+    assert template_hash("decode_paged", alt) != template_hash("decode_paged")

@@ -24,9 +24,9 @@ TEMPLATES = {"decode_paged": "decode_paged.py.jinja", "prefill_ragged": "prefill
              "prefill_paged": "prefill_paged.py.jinja"}
 
 
-def _env() -> jinja2.Environment:
+def _env(template_dir: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader(str(template_dir or TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -37,26 +37,29 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def template_hash(family: str) -> str:
+def template_hash(family: str, template_dir: Path | None = None) -> str:
     """sha256 over the family template and the shared partials it includes (files starting '_')."""
+    template_dir = Path(template_dir or TEMPLATE_DIR)
     h = hashlib.sha256()
-    names = [TEMPLATES[family]] + sorted(p.name for p in TEMPLATE_DIR.glob("_*.jinja"))
+    names = [TEMPLATES[family]] + sorted(p.name for p in template_dir.glob("_*.jinja"))
     for name in names:
-        h.update(name.encode() + b"\0" + (TEMPLATE_DIR / name).read_bytes() + b"\0")
+        h.update(name.encode() + b"\0" + (template_dir / name).read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def render(problem: Problem, config: Config) -> str:
+def render(problem: Problem, config: Config, template_dir: Path | None = None) -> str:
+    """The module text of one variant. template_dir: another set of templates (e.g. a candidate
+    template change under experiments/, to time it on the shipped configs before a re-tune)."""
     check(problem, config)
     name = TEMPLATES[problem.family]
-    return _env().get_template(name).render(
+    return _env(template_dir).get_template(name).render(
         problem=problem,
         config=config,
         variant=variant_name(problem, config),
         problem_json=problem.to_json(),
         config_json=config.to_json(),
         template_name=name,
-        template_hash=template_hash(problem.family),
+        template_hash=template_hash(problem.family, template_dir),
         tool_version=__version__,
     )
 
@@ -81,9 +84,12 @@ def emit(problem: Problem, config: Config, out_dir: Path) -> Path:
 
 
 def load_module(path: Path) -> ModuleType:
-    """Import a generated module from its file (Triton needs the source on disk)."""
+    """Import a generated module from its file (Triton needs the source on disk). Cached per file:
+    the module name carries a hash of the resolved path, so two files with the same name in
+    different folders (e.g. one config rendered from two templates) are two modules."""
     path = Path(path)
-    name = f"_indexer_generated_{path.stem}"
+    where = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
+    name = f"_indexer_generated_{path.stem}_{where}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)

@@ -1,0 +1,165 @@
+"""A/B a candidate template change on the shipped configs, before paying for a re-tune.
+
+A template change makes every stored trial of its family stale (emit takes only trials of the
+current template), so the whole table must be re-tuned before it can ship. This script says first
+whether the change is worth that: for each bucket it renders the shipped config (or --configs)
+with the current templates and with the candidate (--alt: a folder whose files replace those of
+templates/, e.g. experiments/decode_scalar_page/), gates the candidate against the reference (and
+the CUDA-graph and poisoned-block-table rules), and times both on the same inputs by graph replay.
+
+Usage (GPU host):   python scripts/gpu_template_ab.py --alt experiments/decode_scalar_page \\
+                        --buckets 64x8192:full,64x8192:quarter,64x32768:full,64x131072:full
+CPU check (gates only, tiny shapes, under the interpreter):  ... --cpu-smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def overlay(alt: Path) -> Path:
+    """templates/ with the files of `alt` put over it, in a temporary folder."""
+    if not alt.is_dir() or not any(alt.glob("*.jinja")):
+        raise SystemExit(f"--alt: expected a folder of .jinja templates, got {alt}")
+    out = Path(tempfile.mkdtemp(prefix="templates_alt_"))
+    shutil.copytree(ROOT / "templates", out, dirs_exist_ok=True)
+    for f in alt.glob("*.jinja"):
+        shutil.copy(f, out / f.name)
+    return out
+
+
+def shipped_config(table: dict, problem, batch: int, context: int):
+    from tuner.problem import Config, Problem
+
+    for e in table["entries"]:
+        if Problem(**e["problem"]) == problem and (e["bucket"]["batch"], e["bucket"]["context"]) == (batch, context):
+            return Config(**table["modules"][e["variant"]]["config"])
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--alt", required=True, type=Path, help="folder of candidate templates")
+    ap.add_argument("--family", default="decode_paged", choices=["decode_paged", "prefill_paged", "prefill_ragged"])
+    ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
+    ap.add_argument("--next-n", type=int, default=1)
+    ap.add_argument("--buckets", default="64x8192:full,64x8192:quarter,64x32768:full,64x131072:full,256x131072:full",
+                    help="BATCHxCONTEXT:LENS, comma-separated")
+    ap.add_argument("--configs", default="", help="JSON list of extra configs to compare in every bucket")
+    ap.add_argument("--gpu", default="nvidia_h200", help="whose table gives the shipped configs")
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--cpu-smoke", action="store_true", help="gates only, tiny shapes, Triton interpreter on CPU")
+    args = ap.parse_args()
+    if args.cpu_smoke:
+        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+
+    import torch
+
+    from tuner.gates import GateFailure, run_all_gates
+    from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
+    from tuner.measure import time_candidate, timing_inputs
+    from tuner.problem import Bucket, Config, Problem
+    from tuner.render import TEMPLATE_DIR, load_module, render
+    from tuner.roofline import floor_ms
+    from tuner.space import InfeasibleConfig, default_config
+
+    if not args.cpu_smoke and not torch.cuda.is_available():
+        print("no CUDA device: run on the GPU host, or with --cpu-smoke", file=sys.stderr)
+        return 2
+    device = "cpu" if args.cpu_smoke else "cuda"
+    alt_dir = overlay(args.alt)
+    layout = "page_blocked" if args.dtype == "fp8" else "none"
+    kw = dict(q_dtype=args.dtype, cache_dtype=args.dtype, heads=64, head_dim=128)
+    if args.family == "decode_paged":
+        problem = Problem(family="decode_paged", page_size=64, scale_layout=layout, next_n=args.next_n, **kw)
+    elif args.family == "prefill_paged":
+        problem = Problem(family="prefill_paged", page_size=64, scale_layout=layout, **kw)
+    else:
+        problem = Problem(family="prefill_ragged", **kw)
+    if args.cpu_smoke:
+        problem = replace(problem, heads=16, head_dim=32)
+    table_path = ROOT / "kernels_generated" / args.gpu / "dispatch.json"
+    table = json.loads(table_path.read_text()) if table_path.exists() else {"entries": [], "modules": {}}
+    extra = [Config.from_dict(c) for c in json.loads(args.configs)] if args.configs else []
+    gen = Path(tempfile.mkdtemp(prefix="template_ab_"))
+    modules: dict = {}
+
+    def module(config, which: str):
+        key = (config, which)
+        if key not in modules:
+            text = render(problem, config, TEMPLATE_DIR if which == "current" else alt_dir)
+            # load_module caches by file stem: the two templates' modules need different names
+            path = gen / f"{which}__{config.slug}.py"
+            path.write_text(text)
+            modules[key] = load_module(path)
+        return modules[key]
+
+    if problem.family == "decode_paged":
+        gate_in = make_decode_inputs(problem, 3, 700, "random", seed=1, device=device)
+    elif problem.family == "prefill_paged":
+        gate_in = make_prefill_paged_inputs(problem, 40, 700, num_requests=3, seed=1, device=device)
+    else:
+        gate_in = make_prefill_inputs(problem, 40, 700, seed=1, device=device)
+    gated: dict = {}
+    rows = []
+    copy_bw = rate = None
+    if not args.cpu_smoke:
+        from tuner.timing import measure_copy_bandwidth, measure_matmul_rate, warm_up_gpu
+
+        warm_up_gpu()
+        copy_bw = measure_copy_bandwidth() if problem.is_decode else None
+        rate = None if problem.is_decode else measure_matmul_rate(args.dtype)
+    for spec in args.buckets.split(","):
+        shape, _, lens = spec.partition(":")
+        batch, context = (int(v) for v in shape.lower().split("x"))
+        lens = lens or "full"
+        base = shipped_config(table, problem, batch, context) if not args.cpu_smoke else None
+        smoke_dot = "fp16" if args.dtype == "fp8" else "fp32"  # the interpreter's bf16 tl.dot is wrong
+        configs = [base or default_config(problem, smoke_dot if args.cpu_smoke else "native")] + extra
+        if args.cpu_smoke:
+            configs = [replace(c, dot_dtype=smoke_dot) for c in configs]
+        for config in dict.fromkeys(configs):
+            result = {}
+            for which in ("current", "alt"):
+                try:
+                    if (config, which) not in gated:
+                        gated[(config, which)] = run_all_gates(module(config, which), problem, gate_in, True)
+                except (GateFailure, InfeasibleConfig) as exc:
+                    print(f"REJECT {which} {config.slug}: {exc}", flush=True)
+                    gated[(config, which)] = None
+                if gated[(config, which)] is None:
+                    continue
+                if args.cpu_smoke:
+                    result[which] = None
+                    continue
+                xs = timing_inputs(problem, Bucket(batch, context), lens)
+                t = time_candidate(module(config, which), xs, problem.family != "decode_paged", replays=args.replays)
+                pct = 100 * floor_ms(xs[0], problem.family != "decode_paged", copy_bw, rate) / t.p50_ms
+                result[which] = (t.p50_ms * 1e3, pct)
+                del xs
+                torch.cuda.empty_cache()
+            rows.append((f"{batch}x{context}:{lens}", config.slug, result))
+            print(rows[-1], flush=True)
+    print(f"\n{'bucket':22s} {'config':26s} {'current':>20s} {'alt':>20s} {'alt/current':>12s}")
+    bad = 0
+    for bucket, slug, result in rows:
+        cur, alt = result.get("current", "REJECTED"), result.get("alt", "REJECTED")
+        bad += alt == "REJECTED"
+        fmt = lambda v: v if isinstance(v, str) else ("gated ok" if v is None else f"{v[0]:9.1f} us {v[1]:5.1f}%")
+        ratio = f"{alt[0] / cur[0]:.3f}" if isinstance(cur, tuple) and isinstance(alt, tuple) else "-"
+        print(f"{bucket:22s} {slug:26s} {fmt(cur):>20s} {fmt(alt):>20s} {ratio:>12s}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
