@@ -1,6 +1,7 @@
 """Candidate template changes kept under experiments/ (not yet the templates: shipping one needs a
 re-tune of its family on the GPU) stay correct: scripts/gpu_template_ab.py --cpu-smoke gates the
-current and the candidate template on the same configs under the interpreter."""
+current and the candidate template on the same configs under the interpreter (reference values,
+the CUDA-graph replay rule, the poisoned block table)."""
 
 import subprocess
 import sys
@@ -10,23 +11,47 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_template_ab.py"
-# tiles inside one page (the candidate's scalar-page path) and tiles spanning two pages (unchanged)
-CONFIGS = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"orient":"k_rows","dot_dtype":"DOT"},'
-           '{"block_t":128,"tiles_per_program":2,"dot_dtype":"DOT"}]')
+# Decode: tiles inside one page (the candidates' scalar-page / TMA path), tiles spanning two pages
+# (unchanged), a persistent grid (unchanged). Chunked prefill: inside one page at two tile sizes.
+DECODE = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"orient":"k_rows","dot_dtype":"DOT"},'
+          '{"block_t":128,"tiles_per_program":2,"dot_dtype":"DOT"},'
+          '{"block_t":64,"tiles_per_program":1,"programs_per_sm":2,"dot_dtype":"DOT"}]')
+PREFILL = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"block_m":2,"orient":"k_rows","dot_dtype":"DOT"},'
+           '{"block_t":64,"tiles_per_program":2,"block_m":4,"orient":"k_rows","dot_dtype":"DOT"}]')
+CASES = [
+    ("decode_scalar_page", ["--buckets", "2x512:full"], DECODE),
+    ("decode_scalar_page", ["--buckets", "2x512:full", "--next-n", "2"], DECODE),
+    ("decode_scalar_page", ["--buckets", "2x512:full", "--dtype", "bf16"], DECODE),
+    ("decode_tma", ["--buckets", "2x512:full"], DECODE),
+    ("decode_tma", ["--buckets", "2x512:full", "--dtype", "bf16"], DECODE),
+    ("prefill_paged_tma", ["--family", "prefill_paged", "--buckets", "40x700:full"], PREFILL),
+]
 
 
-@pytest.mark.parametrize("extra", [[], ["--next-n", "2"], ["--dtype", "bf16"]], ids=["fp8_n1", "fp8_n2", "bf16"])
-def test_decode_scalar_page_candidate_passes_the_gates(extra):
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(SCRIPT), "--alt", str(ROOT / "experiments" / "decode_scalar_page"),
-                           "--cpu-smoke", "--buckets", "2x512:full",
-                           "--configs", CONFIGS.replace("DOT", "fp32" if "bf16" in extra else "fp16"), *extra],
+@pytest.mark.parametrize("name, args, configs", CASES, ids=[f"{c[0]}-{'-'.join(c[1][2:]) or 'fp8'}" for c in CASES])
+def test_candidate_template_passes_the_gates(name, args, configs):
+    dot = "fp32" if "bf16" in args else "fp16"  # the interpreter's bf16 tl.dot is wrong; fp8 -> fp16 is exact
+    proc = subprocess.run([sys.executable, "-W", "ignore", str(SCRIPT), "--alt", str(ROOT / "experiments" / name),
+                           "--cpu-smoke", *args, "--configs", configs.replace("DOT", dot)],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("2x512:full")]
-    assert len(lines) == 3 and all(ln.count("gated ok") == 2 for ln in lines), proc.stdout[-2000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(args[args.index("--buckets") + 1])]
+    assert len(lines) == configs.count("{") + 1 and all(ln.count("gated ok") == 2 for ln in lines), proc.stdout[-2000:]
 
 
 def test_template_ab_refuses_a_folder_without_templates(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--alt", str(tmp_path), "--cpu-smoke"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode != 0 and "--alt: expected a folder of .jinja templates" in proc.stderr + proc.stdout
+
+
+def test_template_ab_catches_a_wrong_candidate(tmp_path):
+    """The A/B gates the candidate for real: a candidate reading the wrong page is rejected."""
+    src = (ROOT / "experiments" / "decode_scalar_page" / "decode_paged.py.jinja").read_text()
+    bad = src.replace("mask=chunk_start < top, other=0).to(tl.int64)", "mask=chunk_start < top, other=0).to(tl.int64) + 1")
+    assert bad != src
+    (tmp_path / "decode_paged.py.jinja").write_text(bad)
+    proc = subprocess.run([sys.executable, "-W", "ignore", str(SCRIPT), "--alt", str(tmp_path), "--cpu-smoke",
+                           "--buckets", "2x512:full", "--configs", DECODE.replace("DOT", "fp16")],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 1 and "REJECT alt bt32_tp4_w4_s3_fp16_kr: wrong_answer" in proc.stdout, proc.stdout[-2000:]
