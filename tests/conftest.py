@@ -42,3 +42,16 @@ def dot_dtype_for():
         return "fp16" if cache_dtype == "fp8" else "fp32"
 
     return pick
+
+
+@pytest.fixture
+def clean_runtime(monkeypatch):
+    """No runtime environment overrides, and the runtime's caches emptied before and after."""
+    import kernels_generated as K
+    from kernels_generated import _dispatch
+
+    for name in (_dispatch.ENV_BACKEND, _dispatch.ENV_TABLE_DIR, "INDEXER_LOGITS_CHECK_VALUES"):
+        monkeypatch.delenv(name, raising=False)
+    K.clear_cache()
+    yield
+    K.clear_cache()

@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _helpers import trial_rows
 from click.testing import CliRunner
 
 from cli import main
@@ -38,15 +39,6 @@ PG_ENV = "INDEXER_TEST_PG_URL"
 PROBLEM = Problem(heads=16, head_dim=32, page_size=32)  # fp8, page-blocked, next_n 1
 DOT = ("fp16",)
 TINY = ["--interpret", "--heads", "16", "--head-dim", "32", "--page-size", "32", "--replays", "10", "--quiet"]
-
-
-def _rows(db: Path) -> dict[str, dict]:
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return {r["trial_key"]: dict(r) for r in con.execute("select * from trials")}
-    finally:
-        con.close()
 
 
 def _query(db: Path, sql: str) -> list:
@@ -73,7 +65,7 @@ def _study_trials(storage) -> list:
 
 
 def _check_once_and_nothing_lost(db: Path, output: str, trials, buckets: tuple[int, ...], goal: int) -> None:
-    rows = _rows(db)
+    rows = trial_rows(db)
     ok = [r for r in rows.values() if r["status"] == "ok"]
     # Every measurement once: the workers' own counters add up to the stored ok rows ...
     per_worker = [int(n) for n in re.findall(r"worker \d \(CPU, run \S+\): (\d+) trials measured", output)]
@@ -119,9 +111,9 @@ def test_two_workers_on_a_journal_study_measure_each_config_once(tmp_path):
 
     _check_once_and_nothing_lost(db, result.output, _study_trials(open_storage(str(journal))), (1, 2), 4)
 
-    before = _rows(db)
+    before = trial_rows(db)
     again = _tune(args)
-    assert _rows(db) == before
+    assert trial_rows(db) == before
     assert "this run: 0 trials measured" in again.output
 
 
@@ -137,7 +129,7 @@ def test_two_workers_killed_then_resumed_lose_nothing_and_share_the_leftovers(tm
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if db.exists() and sum(r["status"] == "ok" for r in _rows(db).values()) >= 1:
+                if db.exists() and sum(r["status"] == "ok" for r in trial_rows(db).values()) >= 1:
                     break
             except sqlite3.OperationalError:
                 pass  # the tables are being created
@@ -147,11 +139,11 @@ def test_two_workers_killed_then_resumed_lose_nothing_and_share_the_leftovers(tm
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the launcher, its workers and theirs
         proc.wait(30)
-    before = _rows(db)
+    before = trial_rows(db)
     old_runs = {r for (r,) in _query(db, "select run_id from runs")}
 
     result = _tune(args)
-    after = _rows(db)
+    after = trial_rows(db)
     for key, row in before.items():
         assert after[key] == row, f"stored trial {row['variant']} was changed (re-measured?) by the resumed run"
     new_ok = [r for k, r in after.items() if k not in before and r["status"] == "ok"]
@@ -170,7 +162,7 @@ def test_a_config_another_host_decided_is_answered_from_the_shared_study(tmp_pat
     journal = str(tmp_path / "shared.journal")
     common = ["--batch", "1", "--context", "64", "--ask-batch", "1", "--storage", journal]
     _tune([*common, "--trials", "1", "--db", str(tmp_path / "a" / "trials.sqlite")])
-    (measured,) = [r for r in _rows(tmp_path / "a" / "trials.sqlite").values() if r["status"] == "ok"]
+    (measured,) = [r for r in trial_rows(tmp_path / "a" / "trials.sqlite").values() if r["status"] == "ok"]
     storage = open_storage(journal)
     (name,) = optuna.get_all_study_names(storage)
     study = optuna.load_study(study_name=name, storage=storage)
@@ -179,7 +171,7 @@ def test_a_config_another_host_decided_is_answered_from_the_shared_study(tmp_pat
 
     result = _tune([*common, "--trials", "2", "--db", str(tmp_path / "b" / "trials.sqlite")])
     assert "1 answered from the shared study" in result.output, result.output
-    b_rows = _rows(tmp_path / "b" / "trials.sqlite")
+    b_rows = trial_rows(tmp_path / "b" / "trials.sqlite")
     assert measured["trial_key"] not in b_rows, "host B measured what host A had measured"
     again = [t for t in study.trials if t.params == done.params and t.number != done.number]
     assert again and again[0].state.name == "COMPLETE" and again[0].value == done.value
@@ -333,7 +325,7 @@ def test_merge_db_keeps_one_row_per_key(tmp_path):
     result = CliRunner().invoke(main, ["merge-db", "--into", str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite")])
     assert result.exit_code == 0, result.output
     assert "1 rows added, 1 replaced" in result.output and "1 already there" in result.output
-    merged = _rows(tmp_path / "a.sqlite")
+    merged = trial_rows(tmp_path / "a.sqlite")
     assert {k: (r["status"], r["run_id"]) for k, r in merged.items()} == {
         "k1": ("ok", "host_a"), "k2": ("ok", "host_b"), "k3": ("crash", "host_b")}
     assert _query(tmp_path / "a.sqlite", "select run_id from runs") == [("host_b",)]

@@ -52,12 +52,9 @@ def emitted(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def clean_runtime(monkeypatch):
-    for name in (_dispatch.ENV_BACKEND, _dispatch.ENV_TABLE_DIR, "INDEXER_LOGITS_CHECK_VALUES"):
-        monkeypatch.delenv(name, raising=False)
-    K.clear_cache()
+def _clean_runtime(clean_runtime):
+    """Every test here starts and ends with a clean runtime (conftest.clean_runtime)."""
     yield
-    K.clear_cache()
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kernels_generated as K
-from kernels_generated import _dispatch
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs, poison_block_table
 from tuner.layouts import CacheLayout, layout_of, pack_pages, quantize_tokens, unpack_pages
 from tuner.problem import DOT_DTYPES, ORIENTS, Config, Problem, canonical_json, sha256_hex, variant_name
@@ -45,12 +44,9 @@ FAST_SETTINGS = settings(deadline=None, database=None, derandomize=True, max_exa
 
 
 @pytest.fixture(autouse=True)
-def clean_runtime(monkeypatch):
-    for name in (_dispatch.ENV_BACKEND, _dispatch.ENV_TABLE_DIR, "INDEXER_LOGITS_CHECK_VALUES"):
-        monkeypatch.delenv(name, raising=False)
-    K.clear_cache()
+def _clean_runtime(clean_runtime):
+    """Every test here starts and ends with a clean runtime (conftest.clean_runtime)."""
     yield
-    K.clear_cache()
 
 
 def assert_rows_match(out, ref, valid, clean: bool) -> None:

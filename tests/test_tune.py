@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _helpers import trial_rows
 import torch
 from click.testing import CliRunner
 
@@ -36,15 +37,6 @@ PROBLEM = Problem(heads=16, head_dim=32, page_size=32)  # fp8, page-blocked, nex
 WIDE = Problem(heads=64, head_dim=32, page_size=32)
 DOT = ("fp16",)  # what the interpreter search space allows for fp8
 TINY = ["--interpret", "--heads", "16", "--head-dim", "32", "--page-size", "32", "--replays", "10", "--quiet"]
-
-
-def _rows(db: Path) -> dict[str, dict]:
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return {r["trial_key"]: dict(r) for r in con.execute("select * from trials")}
-    finally:
-        con.close()
 
 
 def _study_trials(optuna_db: Path):
@@ -80,7 +72,7 @@ def test_loop_records_infeasible_crash_and_timeout_and_goes_on(tmp_path):
     result = _tune(["--heads", "64", "--batch", "1,2", "--context", "64", "--trials", "4", "--ask-batch", "4", "--timeout", "10",
                     "--db", str(db), *tries], env={FAULTS_ENV: faults})
 
-    rows = list(_rows(db).values())
+    rows = list(trial_rows(db).values())
     by_bucket = {}
     for r in rows:
         by_bucket.setdefault(r["bucket_batch"], {}).setdefault(r["status"], set()).add(r["config_key"])
@@ -135,7 +127,7 @@ def test_sigkill_then_resume_loses_nothing_and_repeat_measures_nothing(tmp_path)
         while time.monotonic() < deadline and proc.poll() is None:
             if db.exists():
                 try:
-                    if sum(r["status"] == "ok" for r in _rows(db).values()) >= 1:
+                    if sum(r["status"] == "ok" for r in trial_rows(db).values()) >= 1:
                         break
                 except sqlite3.OperationalError:
                     pass  # the table is being created
@@ -145,11 +137,11 @@ def test_sigkill_then_resume_loses_nothing_and_repeat_measures_nothing(tmp_path)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the tuner, its worker and its build processes
         proc.wait(30)
-    before = _rows(db)
+    before = trial_rows(db)
     assert before, "nothing was stored before the kill"
 
     _tune(["--resume", *args])
-    after = _rows(db)
+    after = trial_rows(db)
     assert len(after) > len(before)
     for key, row in before.items():
         assert after[key] == row, f"stored trial {row['variant']} was changed (re-measured?) by --resume"
@@ -159,7 +151,7 @@ def test_sigkill_then_resume_loses_nothing_and_repeat_measures_nothing(tmp_path)
     assert "RUNNING" not in {t.state.name for t in _study_trials(db.with_name("optuna.sqlite"))}
 
     again = _tune(args)
-    assert _rows(db) == after
+    assert trial_rows(db) == after
     assert "this run: 0 trials measured" in again.output
 
 

@@ -1,0 +1,31 @@
+"""Helpers shared by several test modules (imported as `import _helpers`, like _loop_oracle)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import torch
+
+from tuner.reference import relative_error
+
+
+def trial_rows(db: Path) -> dict[str, dict]:
+    """Every row of a trial store, by trial key, read with plain sqlite3 (not through the Store)."""
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return {r["trial_key"]: dict(r) for r in con.execute("select * from trials")}
+    finally:
+        con.close()
+
+
+def check_output(buf, out, ref, valid, clean: bool, rule: str) -> None:
+    """A kernel's output `out` (a view of `buf`, NaN-filled past its width) against the reference
+    on the valid positions; with clean logits, -inf exactly off `valid` (`rule` names that rule)."""
+    assert bool(torch.isnan(buf[:, out.shape[1]:]).all()), "wrote past the output width"
+    assert bool(torch.isfinite(out[valid]).all()), "a valid position was not written (or is not finite)"
+    err = relative_error(out.cpu(), ref.cpu(), valid.cpu())
+    assert err < 1e-3, f"relative error {err:.3g}"
+    if clean:
+        assert torch.equal(torch.isneginf(out), ~valid), f"-inf mask differs from {rule}"
