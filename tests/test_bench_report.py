@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from tuner.bench import METHODS, BenchRow, append_rows, bench_bucket, read_rows, torch_fullwidth_fallback
+from tuner.bench import BenchRow, append_rows, bench_bucket, read_rows, torch_fullwidth_fallback
 from tuner.envinfo import current
 from tuner.inputs import make_decode_inputs
 from tuner.problem import Bucket, Config, Problem

@@ -4,7 +4,6 @@ through the reference, so only the rule under test is broken)."""
 import types
 
 import pytest
-import torch
 
 from tuner.gates import GateFailure, graph_gate, poison_gate, reference_gate
 from tuner.inputs import make_decode_inputs

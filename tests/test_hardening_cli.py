@@ -11,7 +11,6 @@ tests/test_tune.py, test_xcompile.py and test_bench_report.py are not repeated.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner

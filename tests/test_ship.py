@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import cli
 from kernels_generated import _dispatch
-from tuner.problem import Config, Problem, variant_name
+from tuner.problem import Config, variant_name
 from tuner.store import Store
 from tuner.tables import emit_defaults, emit_gpu
 
