@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import sqlite_utils
 
-from .problem import Bucket, Config, Problem, canonical_json, sha256_hex, variant_name
+from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
 
 SCHEMA_VERSION = 1
 
