@@ -11,21 +11,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_template_ab.py"
-# Decode: tiles inside one page (the candidates' scalar-page / TMA path), tiles spanning two pages
-# (unchanged), a persistent grid (unchanged). Chunked prefill: inside one page at two tile sizes.
+# Decode: tiles inside one page (the scalar-page / TMA path), tiles spanning two pages, a
+# persistent grid. Chunked prefill: inside one page at two tile sizes.
 DECODE = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"orient":"k_rows","dot_dtype":"DOT"},'
           '{"block_t":128,"tiles_per_program":2,"dot_dtype":"DOT"},'
           '{"block_t":64,"tiles_per_program":1,"programs_per_sm":2,"dot_dtype":"DOT"}]')
 PREFILL = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"block_m":2,"orient":"k_rows","dot_dtype":"DOT"},'
            '{"block_t":64,"tiles_per_program":2,"block_m":4,"orient":"k_rows","dot_dtype":"DOT"}]')
-CASES = [
-    ("decode_scalar_page", ["--buckets", "2x512:full"], DECODE),
-    ("decode_scalar_page", ["--buckets", "2x512:full", "--next-n", "2"], DECODE),
-    ("decode_scalar_page", ["--buckets", "2x512:full", "--dtype", "bf16"], DECODE),
-    ("decode_tma", ["--buckets", "2x512:full"], DECODE),
-    ("decode_tma", ["--buckets", "2x512:full", "--dtype", "bf16"], DECODE),
-    ("prefill_paged_tma", ["--family", "prefill_paged", "--buckets", "40x700:full"], PREFILL),
-]
+# Every candidate folder under experiments/, gated on the families whose templates it replaces.
+FAMILY_CASES = {
+    "decode_paged": [(["--buckets", "2x512:full"], DECODE), (["--buckets", "2x512:full", "--next-n", "2"], DECODE),
+                     (["--buckets", "2x512:full", "--dtype", "bf16"], DECODE)],
+    "prefill_paged": [(["--family", "prefill_paged", "--buckets", "40x700:full"], PREFILL)],
+}
+CASES = [(d.name, args, configs)
+         for d in sorted(p for p in (ROOT / "experiments").iterdir() if p.is_dir())
+         for f in sorted(d.glob("*.py.jinja"))
+         for args, configs in FAMILY_CASES.get(f.name.removesuffix(".py.jinja"), [])]
 
 
 @pytest.mark.parametrize("name, args, configs", CASES, ids=[f"{c[0]}-{'-'.join(c[1][2:]) or 'fp8'}" for c in CASES])
@@ -47,8 +49,9 @@ def test_template_ab_refuses_a_folder_without_templates(tmp_path):
 
 def test_template_ab_catches_a_wrong_candidate(tmp_path):
     """The A/B gates the candidate for real: a candidate reading the wrong page is rejected."""
-    src = (ROOT / "experiments" / "decode_scalar_page" / "decode_paged.py.jinja").read_text()
-    bad = src.replace("mask=chunk_start < top, other=0).to(tl.int64)", "mask=chunk_start < top, other=0).to(tl.int64) + 1")
+    src = (ROOT / "templates" / "decode_paged.py.jinja").read_text()
+    bad = src.replace("page_next = tl.load(bt_ptr + b * bt_stride + chunk_start // PAGE, mask=chunk_start < top, other=0)",
+                      "page_next = tl.load(bt_ptr + b * bt_stride + chunk_start // PAGE, mask=chunk_start < top, other=0) + 1")
     assert bad != src
     (tmp_path / "decode_paged.py.jinja").write_text(bad)
     proc = subprocess.run([sys.executable, "-W", "ignore", str(SCRIPT), "--alt", str(tmp_path), "--cpu-smoke",

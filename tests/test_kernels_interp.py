@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -67,12 +67,14 @@ class DecodeCase:
     lens: object = "random"
     warps: int = 4
     pps: int = 0  # programs_per_sm: 0 = split grid, k > 0 = persistent grid
+    gap: int = 64  # bytes between pages beyond a page; not a 16-byte multiple: no TMA descriptor
 
     @property
     def id(self) -> str:
         rel = "lt" if self.block_t < self.page else ("eq" if self.block_t == self.page else "gt")
         return (f"{self.layout[:5]}-pg{self.page}-bt{self.block_t}{rel}-tp{self.tiles}-n{self.next_n}-h{self.heads}"
-                f"-{self.lens_mode}-{'clean' if self.clean else 'dirty'}-{self.orient}-p{self.pps}")
+                f"-{self.lens_mode}-{'clean' if self.clean else 'dirty'}-{self.orient}-p{self.pps}"
+                + (f"-gap{self.gap}" if self.gap != 64 else ""))
 
 
 def _generated_decode_cases() -> list[DecodeCase]:
@@ -121,6 +123,10 @@ DECODE_CASES = _generated_decode_cases() + [
     DecodeCase("none", 128, 256, 1, 1, 16, "2d", True, "q_rows", 270),
     DecodeCase("none", 32, 64, 2, 2, 16, "1d", True, "k_rows", 190),
     DecodeCase("none", 64, 64, 1, 4, 8, "2d", True, "k_rows", 128, lens=(128, 0, 1)),
+    # Tiles inside a page of a cache whose page stride TMA cannot take (a 4-byte gap): the
+    # per-thread-load fallback of the bulk-copy path.
+    DecodeCase("page_blocked", 64, 32, 2, 1, 16, "1d", True, "k_rows", 150, gap=4),
+    DecodeCase("page_blocked", 32, 32, 4, 2, 8, "2d", False, "q_rows", 130, lens=(0, 1, 130), gap=4),
     # Persistent grids: lengths of 0 and 1 next to full ones, so programs straddle requests.
     DecodeCase("page_blocked", 64, 32, 1, 2, 8, "1d", True, "q_rows", 200, lens=(0, 200, 1), pps=1),
     DecodeCase("token_interleaved", 32, 64, 1, 1, 16, "2d", True, "k_rows", 150, lens=(150, 3, 0), pps=3),
@@ -153,7 +159,8 @@ def test_decode_kernel_matches_reference(case: DecodeCase, kernel_dir, device, d
     module = _module(problem, config, kernel_dir)
     batch = 3
     lens = list(case.lens) if isinstance(case.lens, tuple) else case.lens
-    inp = make_decode_inputs(problem, batch, case.width, lens, seed=case.width + case.page, device=device)
+    inp = make_decode_inputs(problem, batch, case.width, lens, seed=case.width + case.page, device=device,
+                             page_gap_bytes=case.gap)
     rows = batch * case.next_n
 
     buf, out = _padded_nan(rows, case.width, device)
@@ -236,3 +243,37 @@ def test_prefill_kernel_matches_reference(case: PrefillCase, kernel_dir, device,
     module.launch(inp.q, k, k_scale, inp.weights, inp.cu_seqlen_ks, inp.cu_seqlen_ke, out, case.clean)
     ref = mqa_logits_ref(*inp.args())
     _check_output(buf, out, ref, inp.valid_mask(), case.clean)
+
+
+# ---------------------------------------------------------------------------------------------
+# The bulk-copy (TMA) path of the paged families and its fallback.
+
+
+@pytest.mark.parametrize("family", ["decode_paged", "prefill_paged"])
+def test_cache_descriptor_only_where_tma_can_address_the_pages(family, kernel_dir):
+    """Tiles inside one page of an fp8 page-blocked cache load through a TensorDescriptor when
+    the base and the page stride are 16-byte multiples, and fall back to per-thread loads
+    otherwise (the cases above run both: page gaps of 64 and 4 bytes). Variants the bulk copy
+    does not apply to carry no descriptor at all."""
+    extra = {"next_n": 1} if family == "decode_paged" else {}
+    problem = Problem(family=family, q_dtype="fp8", cache_dtype="fp8", scale_layout="page_blocked", page_size=64,
+                      heads=16, head_dim=32, **extra)
+    config = Config(block_t=32, tiles_per_program=2, num_warps=4, num_stages=2, dot_dtype="fp16", orient="k_rows")
+    module = _module(problem, config, kernel_dir)
+    pool = torch.zeros(4 * 64 * 36 + 64, dtype=torch.uint8)
+    aligned = pool[: 3 * 64 * 36].view(torch.float8_e4m3fn)
+    desc, use = module._cache_descriptor(aligned, 3, 64 * 36)
+    assert use and list(desc.shape) == [3, 64, 32] and list(desc.strides) == [64 * 36, 32, 1]
+    assert list(desc.block_shape) == [1, 32, 32]
+    assert module._cache_descriptor(aligned, 3, 64 * 36 + 4) == (None, False)  # page stride 4 mod 16
+    offset = pool[4: 4 + 3 * 64 * 36].view(torch.float8_e4m3fn)
+    assert offset.data_ptr() % 16 == 4 and module._cache_descriptor(offset, 3, 64 * 36) == (None, False)
+    assert module._cache_descriptor(aligned[:0], 0, 64 * 36) == (None, False)  # an empty pool: nothing to read
+    desc, use = module._cache_descriptor(aligned[: 64 * 36], 1, module.PAGE * (module.HEAD_DIM + 4))
+    assert use and all(type(v) is int for v in desc.strides)  # a one-page pool's constexpr stride
+    for other_problem, other_config in [
+        (replace(problem, q_dtype="bf16", cache_dtype="bf16", scale_layout="none"), replace(config, dot_dtype="fp32")),
+        (replace(problem, scale_layout="token_interleaved"), config),
+        (problem, replace(config, block_t=128)),  # a tile spans two pages
+    ]:
+        assert not hasattr(_module(other_problem, other_config, kernel_dir), "_cache_descriptor")

@@ -215,17 +215,20 @@ class Case:
     width: int
     chunk_lens: tuple
     heads: int = 8
+    gap: int = 64  # bytes between pages beyond a page; not a 16-byte multiple: no TMA descriptor
 
     @property
     def id(self) -> str:
         return (f"{self.layout[:5]}-pg{self.page}-bt{self.block_t}-tp{self.tiles}-m{self.block_m}-{self.orient}"
-                f"-{'clean' if self.clean else 'dirty'}-r{self.rows}-w{self.width}")
+                f"-{'clean' if self.clean else 'dirty'}-r{self.rows}-w{self.width}"
+                + (f"-gap{self.gap}" if self.gap != 64 else ""))
 
 
 CASES = [
     Case("page_blocked", 64, 32, 2, 2, "k_rows", True, 13, 200, (5, 4, 4)),  # tile < page
     Case("page_blocked", 32, 64, 1, 4, "q_rows", False, 11, 170, (3, 2, 6)),  # tile > page
     Case("page_blocked", 128, 128, 2, 4, "k_rows", True, 9, 300, (9,)),  # tile = page, one request
+    Case("page_blocked", 64, 64, 2, 4, "k_rows", True, 10, 200, (8, 2), gap=4),  # tile = page, no TMA
     Case("token_interleaved", 1, 16, 4, 4, "q_rows", True, 10, 70, (1, 1, 2, 6)),  # a block spans 3 requests
     Case("token_interleaved", 64, 64, 2, 2, "k_rows", True, 7, 150, (3, 0, 4)),  # an empty chunk between
     Case("none", 64, 64, 2, 4, "k_rows", True, 12, 190, (6, 6)),
@@ -242,7 +245,7 @@ def test_kernel_matches_reference(case: Case, kernel_dir, device, dot_dtype_for)
                     num_stages=2, dot_dtype=dot_dtype_for(problem.cache_dtype), orient=case.orient)
     module = _module(problem, config, kernel_dir)
     x = make_prefill_paged_inputs(problem, case.rows, case.width, chunk_lens=case.chunk_lens, seed=case.rows,
-                                  device=device)
+                                  device=device, page_gap_bytes=case.gap)
     buf, out = _launch_padded(module, x, case.clean)
     _check_output(buf, out, _ref(x).to(device), x.valid_mask(), case.clean)
     buf2, _ = _launch_padded(module, poison_block_table(x), case.clean)

@@ -100,11 +100,15 @@ class CompileResult:
 # --------------------------------------------------------------------------------------------
 # The kernel's signature, as Triton's launcher would specialise it for typical shapes.
 
-def typical_args(problem: Problem) -> dict[str, Any]:
+def typical_args(problem: Problem, config: Config | None = None) -> dict[str, Any]:
     """Launch arguments by kernel parameter name: a pointer is its Triton element type (a str
-    starting with '*'), an integer its value for a contiguous tensor at a typical size."""
+    starting with '*'), a host tensor descriptor its type ('tensordesc<...>', needs `config` for
+    the block shape), an integer its value for a contiguous tensor at a typical size."""
     dt = _TRITON_DTYPE[problem.cache_dtype]
     h, d = problem.heads, problem.head_dim
+    # The paged templates' cache descriptor: one box of min(block_t, page) tokens of one page.
+    box = min(config.block_t, problem.page_size) if config is not None else problem.page_size
+    kv_desc = f"tensordesc<{dt}[1, {box}, {d}]>"
     if problem.family == "prefill_paged":  # chunked prefill: TYPICAL_ROWS rows over a TYPICAL_CONTEXT table
         if problem.cache_dtype == "fp8":
             page_stride = problem.page_size * (d + 4)
@@ -113,7 +117,7 @@ def typical_args(problem: Problem) -> dict[str, Any]:
             page_stride = problem.page_size * d
             scale_ptr, scale_page_stride = f"*{dt}", 0
         return {
-            "q_ptr": f"*{dt}", "kv_ptr": f"*{dt}", "scale_ptr": scale_ptr, "w_ptr": "*fp32",
+            "q_ptr": f"*{dt}", "kv_ptr": f"*{dt}", "kv_desc": kv_desc, "scale_ptr": scale_ptr, "w_ptr": "*fp32",
             "req_ptr": "*i32", "limit_ptr": "*i32", "bt_ptr": "*i32", "out_ptr": "*fp32",
             "q_stride": h * d, "page_stride": page_stride, "scale_page_stride": scale_page_stride, "w_stride": h,
             "bt_stride": TYPICAL_CONTEXT // problem.page_size, "out_stride": TYPICAL_CONTEXT,
@@ -127,7 +131,7 @@ def typical_args(problem: Problem) -> dict[str, Any]:
             page_stride = problem.page_size * d
             scale_ptr, scale_page_stride = f"*{dt}", 0  # the launcher passes the cache: unused
         return {
-            "q_ptr": f"*{dt}", "kv_ptr": f"*{dt}", "scale_ptr": scale_ptr, "w_ptr": "*fp32",
+            "q_ptr": f"*{dt}", "kv_ptr": f"*{dt}", "kv_desc": kv_desc, "scale_ptr": scale_ptr, "w_ptr": "*fp32",
             "lens_ptr": "*i32", "bt_ptr": "*i32", "out_ptr": "*fp32",
             "q_stride_b": problem.next_n * h * d, "q_stride_n": h * d,
             "page_stride": page_stride, "scale_page_stride": scale_page_stride, "w_stride": h,
@@ -144,8 +148,9 @@ def typical_args(problem: Problem) -> dict[str, Any]:
 
 
 def typical_constexprs(problem: Problem) -> dict[str, Any]:
-    """Launch-time constexpr arguments by name (CLEAN=True: the -inf tail is compiled in)."""
-    return {"CLEAN": True, "BATCH_POW2": 1 << (TYPICAL_BATCH - 1).bit_length()}
+    """Launch-time constexpr arguments by name (CLEAN=True: the -inf tail is compiled in;
+    USE_TMA=True: the cache tiles by bulk tensor copies, as for any 16-byte-aligned cache)."""
+    return {"CLEAN": True, "BATCH_POW2": 1 << (TYPICAL_BATCH - 1).bit_length(), "USE_TMA": True}
 
 
 def _specialize_int(value: int) -> tuple[str, str | None]:
@@ -164,13 +169,13 @@ def _specialize_int(value: int) -> tuple[str, str | None]:
         return kind, "D" if value % 16 == 0 else ""
 
 
-def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = None):
+def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = None, config: Config | None = None):
     """(signature, constexprs, attrs) for ASTSource, read off the jit function's parameters in
     their declared order; mirrors `JITFunction._pack_args` for the common launch. `constexprs`
     overrides `typical_constexprs`; a constexpr parameter with a default may be left out."""
     from triton.backends.nvidia.compiler import CUDABackend
 
-    args = typical_args(problem)
+    args = typical_args(problem, config)
     constexprs = {**typical_constexprs(problem), **(constexprs or {})}
     signature: dict[str, str] = {}
     consts: dict[str, Any] = {}
@@ -189,7 +194,9 @@ def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = No
         if name not in args:
             raise KeyError(f"{fn.__name__}: no typical value for parameter {name!r}; update tuner.xcompile.typical_args")
         value = args[name]
-        if isinstance(value, str):  # a pointer: torch allocations are 16-byte aligned
+        if isinstance(value, str) and value.startswith("tensordesc"):  # no attributes
+            kind, spec = value, None
+        elif isinstance(value, str):  # a pointer: torch allocations are 16-byte aligned
             kind, spec = value, "D"
         else:
             kind, spec = _specialize_int(value)
@@ -305,7 +312,7 @@ def compile_variant(problem: Problem, config: Config, target: Target,
         base["triton"] = triton_version
         module = load_module(emit(problem, config, _scratch_dir()))
         fn = getattr(module, _KERNEL[problem.family])
-        signature, constexprs, attrs = build_signature(fn, problem)
+        signature, constexprs, attrs = build_signature(fn, problem, config=config)
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
                                   options={"num_warps": config.num_warps, "num_stages": config.num_stages})
