@@ -100,6 +100,10 @@ def info(as_json: bool) -> None:
 @click.option("--jobs", default=None, type=click.IntRange(min=1), help="Build processes. [default: min(ask batch, CPUs)]")
 @click.option("--try-config", "try_config", multiple=True, metavar="JSON",
               help="A config to try in every bucket, e.g. from another GPU's table (repeatable).")
+@click.option("--seed-table", "seed_table", default=None, metavar="GPU|PATH",
+              help="Enqueue first, in each bucket's study, the config this dispatch table ships for that bucket (a "
+                   "GPU slug under kernels_generated/, or a dispatch.json). After a template change that leaves the "
+                   "compiled kernels alone, `--seed-table <gpu> --trials 1` re-times just the shipped configs.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Tuners run at once, one per local GPU (worker i gets CUDA_VISIBLE_DEVICES=i; under --interpret, "

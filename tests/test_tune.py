@@ -344,3 +344,33 @@ def test_studies_get_different_sampler_seeds(tmp_path):
         study = searcher._open_study(name, space)
         firsts.append([tuple(sorted(study.ask(fixed_distributions=space.distributions).params.items())) for _ in range(3)])
     assert firsts[0] != firsts[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# --seed-table: re-time a table's shipped configs.
+
+
+def test_seed_table_times_each_buckets_shipped_config_first(tmp_path):
+    """With --seed-table and --trials 1, each bucket times exactly the config the table ships for
+    it (not the default, not another bucket's); a bucket the table lacks gets the default."""
+    default = default_config(PROBLEM, DOT[0])
+    feasible = [c for c in feasible_points(PROBLEM, None, DOT) if c != default and not c.programs_per_sm]
+    ships = {1: feasible[0], 2: feasible[1]}
+    assert ships[1] != ships[2]
+    modules, entries = {}, []
+    for batch, config in ships.items():
+        modules[f"v{batch}"] = {"config": json.loads(config.to_json())}
+        entries.append({"problem": json.loads(PROBLEM.to_json()), "bucket": {"batch": batch, "context": 64},
+                        "variant": f"v{batch}"})
+    table = tmp_path / "dispatch.json"
+    table.write_text(json.dumps({"entries": entries, "modules": modules}))
+    db = tmp_path / "trials.sqlite"
+    _tune(["--batch", "1,2,4", "--context", "64", "--trials", "1", "--ask-batch", "1", "--db", str(db),
+           "--seed-table", str(table)])
+    got = {(r["bucket_batch"], r["config_key"], r["source"]) for r in trial_rows(db).values() if r["status"] == "ok"}
+    assert got == {(1, ships[1].key, "seed:table"), (2, ships[2].key, "seed:table"), (4, default.key, "seed:default")}
+
+
+def test_seed_table_names_the_option_when_missing(tmp_path):
+    result = CliRunner().invoke(main, ["tune", *TINY, "--seed-table", "no_such_gpu", "--db", str(tmp_path / "t.sqlite")])
+    assert result.exit_code == 2 and "--seed-table" in result.output and "kernels_generated" in result.output

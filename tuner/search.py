@@ -136,6 +136,9 @@ class SearchSettings:
     resume: bool = True
     dot_dtypes: tuple = ("native",)
     try_configs: tuple = ()  # Config objects enqueued in every study
+    # ((problem key, batch, context), Config) pairs: a config enqueued first in that bucket's study
+    # only (`tune --seed-table`: the configs a dispatch table ships)
+    bucket_seeds: tuple = ()
     optuna_storage: str = "sqlite:///db/optuna.sqlite"  # or a journal file path (tuner.distributed.open_storage)
     shared: bool = False  # other processes work on the same studies
     owner: str = ""  # this process's tuner.distributed.owner_tag (shared studies)
@@ -428,7 +431,9 @@ class Search:
         return out
 
     def _seed(self, study, space: OptunaSpace, problem: Problem, bucket: Bucket) -> None:
-        seeds = [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
+        seeds = [(c, "seed:table") for (key, c) in self.s.bucket_seeds
+                 if key == (problem.key, bucket.batch, bucket.context)]
+        seeds += [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
         seeds += [(c, "seed:user") for c in self.s.try_configs]
         # The winners of finished buckets, nearest first, up to NEIGHBOUR_SEEDS distinct configs:
         # few configs win most buckets, and the nearest one's winner alone was often not among them.

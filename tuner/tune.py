@@ -63,6 +63,33 @@ def _try_configs(texts: Sequence[str]) -> tuple[Config, ...]:
     return tuple(out)
 
 
+def _table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
+    """((problem key, batch, context), Config) for every bucket of `plan` that the dispatch table
+    `seed_table` (a GPU slug under kernels_generated/, or a dispatch.json path) ships a config for."""
+    if not seed_table:
+        return ()
+
+    path = Path(seed_table)
+    if not path.suffix == ".json":
+        path = Path(__file__).resolve().parent.parent / "kernels_generated" / seed_table / "dispatch.json"
+    if not path.is_file():
+        raise click.BadParameter(f"expected a GPU slug with a table under kernels_generated/ or a dispatch.json "
+                                 f"path; {path} does not exist", param_hint="--seed-table")
+    try:
+        table = json.loads(path.read_text())
+        shipped = {(Problem(**e["problem"]).key, e["bucket"]["batch"], e["bucket"]["context"]):
+                   Config.from_dict(table["modules"][e["variant"]]["config"]) for e in table["entries"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise click.BadParameter(f"{path} is not a dispatch table: {exc!r}", param_hint="--seed-table") from None
+    out = []
+    for problem, buckets in plan:
+        for bucket in buckets:
+            config = shipped.get((problem.key, bucket.batch, bucket.context))
+            if config is not None and config.dot_dtype in dot_dtypes:
+                out.append(((problem.key, bucket.batch, bucket.context), config))
+    return tuple(out)
+
+
 def _environment(interpret: bool) -> dict:
     from .envinfo import current
 
@@ -77,7 +104,7 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
         time_budget: Optional[float], sampler: str, ask_batch: int, timeout: float, db: Path,
         optuna_db: Optional[Path], resume: bool, seed: int, interpret: bool, replays: int, jobs: Optional[int],
         try_config: Sequence[str], quiet: bool = False, workers: int = 1, storage: Optional[str] = None,
-        _slot=None, _events=None) -> Optional[dict]:
+        seed_table: Optional[str] = None, _slot=None, _events=None) -> Optional[dict]:
     """Tune and print the table. With `_slot` (a tuner.distributed.Slot: this process is one of
     several workers) print nothing and return what the launching process reports."""
     options = {k: v for k, v in locals().items() if not k.startswith("_")}
@@ -109,6 +136,7 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
                 f"{config.to_json()} would be timed as {space.config(params).to_json()}: the space ties "
                 f"{', '.join(f'{a} to {v} when {k} is set' for a, (k, v) in space.CONDITIONAL.items())}",
                 param_hint="--try-config")
+    table_seeds = _table_seeds(seed_table, plan, dot_dtypes)
 
     import torch
 
@@ -145,7 +173,7 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
                      env=env, template_hashes={p.family: template_hash(p.family) for p in problems}, target=target,
                      interpret=interpret, replays=replays, timeout_s=timeout, seed=seed)
     settings = SearchSettings(trials=trials, time_budget_s=time_budget, sampler=sampler, ask_batch=ask_batch, seed=seed,
-                              resume=resume, try_configs=configs,
+                              resume=resume, try_configs=configs, bucket_seeds=table_seeds,
                               dot_dtypes=dot_dtypes, optuna_storage=spec, shared=shared, owner=owner or "",
                               sampler_seed=sampler_seed(seed, _slot.index if _slot else 0) if shared else None)
 
