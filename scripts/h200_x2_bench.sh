@@ -6,6 +6,8 @@
 #                   buckets: 8K, 128K, 1M);
 #   lane B (GPU 1): bench fp8 decode next_n=2 (full), bf16 decode, fp8 prefill over ragged K,
 #                   fp8 and bf16 chunked prefill; the chunked-prefill peak-memory measurement.
+# Optional: GPU_TESTS=1 (lane A: the GPU-marked tests), PAGE_GAP=1 (lane B: the shipped kernels with
+# and without the timing inputs' 64-byte page gap, scripts/gpu_page_stride.py).
 # Both bench lanes tag their rows with one run id, into one results file per lane (merged back
 # here into docs/results/bench_nvidia_h200.jsonl). Everything lands in $OUT/results.tgz.
 # The torch baselines (full-width fallback, length-aware reference) cost up to seconds per call
@@ -43,6 +45,7 @@ lane_a() {
     step "$OUT/a/bench_baselines_long" 60 python3 cli.py bench --dtype fp8 --batch 64 --context 131072,1048576 --lens full \
       --methods shipped,torch_fullwidth "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
   fi
+  [ "${GPU_TESTS:-0}" = 1 ] && step "$OUT/a/gpu_tests" 120 python3 -m pytest -q -s -m gpu tests/
 }
 
 lane_b() {
@@ -63,6 +66,7 @@ lane_b() {
       --out "$out"
   done
   step "$OUT/b/chunked_prefill" 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5
+  [ "${PAGE_GAP:-0}" = 1 ] && step "$OUT/b/page_stride" 90 python3 scripts/gpu_page_stride.py
 }
 
 [ -n "${RESUME_TUNE:-}" ] && cp db/trials.sqlite "$OUT/b/trials.sqlite"
@@ -80,7 +84,7 @@ else
   echo "== two_gpu_tune skipped: $left s left" | tee -a "$SUMMARY"
 fi
 for f in a/verify a/bench_fp8_n1 b/bench_fp8_n2 b/bench_bf16 b/bench_prefill b/bench_prefill_paged_fp8 \
-         b/bench_prefill_paged_bf16 b/chunked_prefill a/two_gpu_tune; do
+         b/bench_prefill_paged_bf16 b/chunked_prefill a/gpu_tests b/page_stride a/two_gpu_tune; do
   [ -f "$OUT/$f.log" ] && { echo "---- $f (tail)"; tail -n 8 "$OUT/$f.log" | cut -c1-200; }
 done
 tar czf "$OUT/results.tgz" -C "$OUT" a b && rm -rf "$OUT/a" "$OUT/b"
