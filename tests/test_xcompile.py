@@ -27,6 +27,8 @@ REG_HOG = Config(block_t=256, tiles_per_program=4, num_warps=2, num_stages=2)
 # A target whose shared memory is exactly the default's static estimate: the static check passes
 # it, and the real kernel (which needs a little reduction scratch on top) does not fit.
 TIGHT = Target("sm_120", 120, estimate_shared_bytes(FP8, default_config(FP8)))
+TMA_DECODE = Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=3, orient="k_rows")
+TMA_PREFILL = Config(block_t=64, tiles_per_program=32, num_warps=4, num_stages=3, block_m=4, orient="k_rows")
 PERSISTENT = Config(block_t=64, tiles_per_program=1, num_warps=4, num_stages=3, orient="k_rows", programs_per_sm=2)
 
 POINTS = {
@@ -43,6 +45,11 @@ POINTS = {
     # interpreter does not type-check), so compile it for both targets, 1-D and 2-D lengths.
     "persistent_sm90": (FP8, PERSISTENT, SM90),
     "persistent_2d_sm120": (Problem(next_n=2, lens_mode="2d"), PERSISTENT, SM120),
+    # Tiles inside one page of the fp8 page-blocked cache load through a TensorDescriptor: a bulk
+    # tensor copy on sm_90, rewritten by Triton into pointer loads before sm_90.
+    "tma_decode_sm90": (FP8, TMA_DECODE, SM90),
+    "tma_decode_sm89": (FP8, TMA_DECODE, TARGETS["sm_89"]),
+    "tma_prefill_paged_sm90": (Problem(family="prefill_paged"), TMA_PREFILL, SM90),
 }
 
 
@@ -58,6 +65,16 @@ def test_persistent_schedule_compiles(results, name):
     r = results[name]
     assert r.status == "ok", r.detail  # 8 bytes of spill seen for the 2-D variant on sm_120: allowed
     assert r.registers > 0
+
+
+@pytest.mark.parametrize("name", ["tma_decode_sm90", "tma_decode_sm89", "tma_prefill_paged_sm90"])
+def test_tma_variants_compile(results, name):
+    """The descriptor argument's signature (tuner.xcompile.typical_args) compiles, pipelined on
+    sm_90 (shared memory holds num_stages tiles of 64 x 128 fp8 = 8 KB each)."""
+    r = results[name]
+    assert r.status == "ok" and r.spills == 0, r.detail
+    if name.endswith("sm90"):
+        assert r.mma == "wgmma" and r.shared_bytes >= 3 * 64 * 128
 
 
 @pytest.mark.parametrize("name", ["fp8_sm90", "fp8_sm120", "bf16_sm90", "bf16_sm120", "prefill_sm90", "prefill_sm120"])

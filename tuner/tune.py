@@ -68,10 +68,11 @@ def _table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
     `seed_table` (a GPU slug under kernels_generated/, or a dispatch.json path) ships a config for."""
     if not seed_table:
         return ()
+    import kernels_generated
 
     path = Path(seed_table)
-    if not path.suffix == ".json":
-        path = Path(__file__).resolve().parent.parent / "kernels_generated" / seed_table / "dispatch.json"
+    if path.suffix != ".json":
+        path = Path(kernels_generated.__file__).parent / seed_table / "dispatch.json"
     if not path.is_file():
         raise click.BadParameter(f"expected a GPU slug with a table under kernels_generated/ or a dispatch.json "
                                  f"path; {path} does not exist", param_hint="--seed-table")
