@@ -10,6 +10,8 @@ For each decode bucket, on the same inputs and by the same CUDA-graph replay as 
 - paged:   the bucket's valid pages read through the block table with the decode kernel's
            split grid and early exit, and no math (best of a few configs): the kernel's own
            access pattern with the compute taken away;
+- paged even: the same, with each request's valid pages shared evenly by its row of programs
+           (decode v7's split) instead of fixed chunks;
 - shipped: the runtime API (the dispatch table's pick).
 Each as time and % of the floor (bytes / measured copy bandwidth).
 
@@ -64,17 +66,21 @@ def _stream_kernel(x_ptr, n_words, out_ptr, BLOCK: tl.constexpr, TILES: tl.const
 
 @triton.jit
 def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, out_ptr,
-                       PAGE: tl.constexpr, PAGE_WORDS: tl.constexpr, BLOCK: tl.constexpr, PAGES: tl.constexpr):
+                       PAGE: tl.constexpr, PAGE_WORDS: tl.constexpr, BLOCK: tl.constexpr, PAGES: tl.constexpr,
+                       EVEN: tl.constexpr):
     b = tl.program_id(0)
     c = tl.program_id(1)
     n_pages = tl.cdiv(tl.load(lens_ptr + b), PAGE)
-    if c * PAGES >= n_pages:
+    # EVEN: the request's valid pages shared evenly by its row of programs (at most PAGES each),
+    # as decode v7 does; otherwise fixed chunks of PAGES pages, the programs past the length idle.
+    per = tl.cdiv(n_pages, tl.num_programs(1)) if EVEN else PAGES
+    if c * per >= n_pages:
         return  # past the request's length: exit at once, like the decode kernel
     base = kv_ptr.to(tl.pointer_type(tl.int32))
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.int32)
-    for i in range(PAGES):
-        p = c * PAGES + i
+    for i in range(0, tl.minimum(per, n_pages - c * per)):
+        p = c * per + i
         ok = p < n_pages
         page = tl.load(bt_ptr + b * bt_stride + p, mask=ok, other=0)
         acc ^= tl.load(base + page.to(tl.int64) * page_stride_words + offs, mask=ok & (offs < PAGE_WORDS), other=0)
@@ -131,15 +137,17 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
 
     pout = torch.zeros(bucket.batch * width_pages, dtype=torch.int32, device="cuda")
 
-    def paged_fns(cfg):
+    def paged_fns(cfg, even=False):
         pages, warps, stages = cfg
         g = (bucket.batch, triton.cdiv(width_pages, pages))
         return [lambda x=x: _paged_read_kernel[g](x.kv_cache, page_stride // 4, x.block_table, x.block_table.stride(0),
                                                   x.context_lens, pout, PAGE=page, PAGE_WORDS=page_bytes // 4,
                                                   BLOCK=triton.next_power_of_2(page_bytes // 4), PAGES=pages,
-                                                  num_warps=warps, num_stages=stages) for x in sets]
+                                                  EVEN=even, num_warps=warps, num_stages=stages) for x in sets]
 
-    row["paged"] = best_of(paged_fns, list(itertools.product((1, 2, 4, 8), (4, 8), (2, 3))), replays)
+    paged_configs = list(itertools.product((1, 2, 4, 8, 16), (4, 8), (2, 3)))
+    row["paged"] = best_of(paged_fns, paged_configs, replays)
+    row["paged_even"] = best_of(lambda cfg: paged_fns(cfg, even=True), paged_configs, replays)
 
     call = _api_call(problem)
     outs = [new_output(x, 0.0) for x in sets]
@@ -174,11 +182,13 @@ def main() -> None:
         row = measure_bucket(problem, Bucket(batch, context), lens, copy_bw, args.replays)
         rows.append(row)
         print(f"{row['bucket']:>10} {lens:>7} floor {row['floor_us']:8.1f} us | empty {fmt(row, 'empty')} | chain "
-              f"{fmt(row, 'chain')} | stream {fmt(row, 'stream')} | paged {fmt(row, 'paged')} | shipped "
+              f"{fmt(row, 'chain')} | stream {fmt(row, 'stream')} | paged {fmt(row, 'paged')} | paged even "
+              f"{fmt(row, 'paged_even')} | shipped "
               f"{fmt(row, 'shipped')}", flush=True)
         if row.get("stream"):
             print(f"    stream cfg (block, tiles, warps) {row['stream'][0]}; paged cfg (pages, warps, stages) "
-                  f"{row['paged'][0] if row.get('paged') else '-'}", flush=True)
+                  f"{row['paged'][0] if row.get('paged') else '-'}; even {row['paged_even'][0] if row.get('paged_even') else '-'}",
+                  flush=True)
     if args.out:
         def enc(v):
             if isinstance(v, tuple):
@@ -188,10 +198,10 @@ def main() -> None:
             return v
         with open(args.out, "w") as f:
             json.dump({"copy_bw": copy_bw, "rows": [{k: enc(v) for k, v in r.items()} for r in rows]}, f, indent=1)
-    print("\nbucket lens | floor | empty | chain | stream | paged | shipped   (p50 per launch, % of floor)")
+    print("\nbucket lens | floor | empty | chain | stream | paged | paged even | shipped   (p50 per launch, % of floor)")
     for r in rows:
         print(f"{r['bucket']} {r['lens']} | {r['floor_us']:.1f} us | {fmt(r, 'empty')} | {fmt(r, 'chain')} | "
-              f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'shipped')}")
+              f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'paged_even')} | {fmt(r, 'shipped')}")
 
 
 if __name__ == "__main__":
