@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One call on a host with two H200s: A/B a decode candidate from experiments/ against the current
-# template on the shipped configs plus deeper-pipeline configs (GPU 0), while GPU 1 measures the
-# decode ceilings of the shipped table (scripts/gpu_ceilings.py) and runs the GPU-marked tests.
-# Usage (device tool, nvidia-h200-x2): ALT=decode_even_split bash scripts/h200_x2_ab_ceilings.sh
-#   [with .whl carried]. Logs: $OUT/ab.log, $OUT/ceilings.{log,json}, $OUT/gpu_tests.log.
+# template on the shipped configs plus the configs in EXTRA (GPU 0), while GPU 1 either A/Bs a
+# second candidate (ALT_B) on the same buckets and configs, or measures the decode ceilings of the
+# shipped table (scripts/gpu_ceilings.py) and runs the GPU-marked tests.
+# Usage (device tool, nvidia-h200-x2): ALT=decode_even_split [ALT_B=...] bash scripts/h200_x2_ab_ceilings.sh
+#   [with .whl carried]. Logs: $OUT/ab.log, $OUT/ab_b.log or $OUT/ceilings.{log,json} and $OUT/gpu_tests.log.
 set -u
 export PYTHONUNBUFFERED=1
 source "$(dirname "$0")/gpu_host.sh"
@@ -31,11 +32,20 @@ EXTRA=${EXTRA:-'[{"block_t":64,"tiles_per_program":16,"num_warps":4,"num_stages"
 ) &
 (
   export CUDA_VISIBLE_DEVICES=1
-  step "$OUT/ceilings" ${CEIL_S:-300} python3 scripts/gpu_ceilings.py --replays 20 --out "$OUT/ceilings.json"
-  step "$OUT/gpu_tests" 120 python3 -m pytest -q -s -m gpu tests/
+  if [ -n "${ALT_B:-}" ]; then
+    step "$OUT/ab_b" ${AB_S:-420} python3 scripts/gpu_template_ab.py --alt "experiments/$ALT_B" --buckets "$BUCKETS" \
+      --configs "$EXTRA" --replays "${REPLAYS:-20}"
+  else
+    step "$OUT/ceilings" ${CEIL_S:-300} python3 scripts/gpu_ceilings.py --replays 20 --out "$OUT/ceilings.json"
+    step "$OUT/gpu_tests" 120 python3 -m pytest -q -s -m gpu tests/
+  fi
 ) &
 wait
-sed -n '/^bucket /,$p' "$OUT/ab.log" | cut -c1-120
-sed -n '/^bucket lens/,$p' "$OUT/ceilings.log"
-tail -n 2 "$OUT/gpu_tests.log"
+echo "---- $ALT"; sed -n '/^bucket /,$p' "$OUT/ab.log" | cut -c1-120
+if [ -n "${ALT_B:-}" ]; then
+  echo "---- $ALT_B"; sed -n '/^bucket /,$p' "$OUT/ab_b.log" | cut -c1-120
+else
+  sed -n '/^bucket lens/,$p' "$OUT/ceilings.log"
+  tail -n 2 "$OUT/gpu_tests.log"
+fi
 cat "$SUMMARY"
