@@ -34,20 +34,22 @@ BF16_SEEDS='{"block_t":128,"tiles_per_program":4,"num_warps":4,"num_stages":3,"o
 PREFILL_SEEDS='{"block_t":64,"tiles_per_program":32,"num_warps":4,"num_stages":3,"block_m":4,"orient":"k_rows"}
 {"block_t":64,"tiles_per_program":32,"num_warps":4,"num_stages":4,"block_m":4,"orient":"k_rows"}
 {"block_t":64,"tiles_per_program":16,"num_warps":4,"num_stages":4,"block_m":4,"orient":"k_rows"}
-{"block_t":64,"tiles_per_program":32,"num_warps":8,"num_stages":4,"block_m":4,"orient":"k_rows"}'
+{"block_t":64,"tiles_per_program":64,"num_warps":4,"num_stages":3,"block_m":4,"orient":"k_rows"}'
 try_args() { while IFS= read -r cfg; do [ -n "$cfg" ] && printf '%s\0%s\0' --try-config "$cfg"; done <<< "$1"; }
 mapfile -d '' TRY < <(try_args "${SEEDS:-$DEFAULT_SEEDS}")
 mapfile -d '' TRY_BF16 < <(try_args "$BF16_SEEDS")
 mapfile -d '' TRY_PREFILL < <(try_args "$PREFILL_SEEDS")
 
+# SEED_TABLE=nvidia_h200: each bucket's shipped config goes first, before the seeds (tune --seed-table)
+ST=(); [ -n "${SEED_TABLE:-}" ] && ST=(--seed-table "$SEED_TABLE")
 FP8=(python3 cli.py tune --dtype fp8 --batch pow2 --context 4K,8K,32K,128K,1M --trials "$TRIALS" --ask-batch 4
-     --time-budget $(( FP8_S - 30 )) --quiet "${TRY[@]}")
+     --time-budget $(( FP8_S - 30 )) --quiet "${ST[@]}" "${TRY[@]}")
 
 lane_a() {
   export CUDA_VISIBLE_DEVICES=0
   step "$OUT/a/tune_fp8_n1" "$FP8_S" "${FP8[@]}" --next-n 1 --db "$OUT/a/trials.sqlite"
   step "$OUT/a/tune_bf16" 70 python3 cli.py tune --dtype bf16 --batch 1,8,64,256 --context 8K,32K,128K --trials 6 \
-    --ask-batch 3 --time-budget 60 --quiet --db "$OUT/a/trials.sqlite" "${TRY_BF16[@]}"
+    --ask-batch 3 --time-budget 60 --quiet --db "$OUT/a/trials.sqlite" "${ST[@]}" "${TRY_BF16[@]}"
 }
 
 lane_b() {
@@ -55,9 +57,9 @@ lane_b() {
   step "$OUT/b/tune_fp8_n2" "$FP8_S" "${FP8[@]}" --next-n 2 --db "$OUT/b/trials.sqlite"
   if [ "${PREFILL:-0}" = 1 ]; then
     step "$OUT/b/tune_prefill_fp8" 110 python3 cli.py tune --family prefill_paged --dtype fp8 --batch 4096 \
-      --context 22528,131072 --trials 10 --ask-batch 5 --time-budget 95 --quiet --db "$OUT/b/trials.sqlite" "${TRY_PREFILL[@]}"
+      --context 22528,131072 --trials 10 --ask-batch 5 --time-budget 95 --quiet --db "$OUT/b/trials.sqlite" "${ST[@]}" "${TRY_PREFILL[@]}"
     step "$OUT/b/tune_prefill_bf16" 80 python3 cli.py tune --family prefill_paged --dtype bf16 --batch 4096 \
-      --context 22528,131072 --trials 6 --ask-batch 6 --time-budget 65 --quiet --db "$OUT/b/trials.sqlite" "${TRY_PREFILL[@]}"
+      --context 22528,131072 --trials 6 --ask-batch 6 --time-budget 65 --quiet --db "$OUT/b/trials.sqlite" "${ST[@]}" "${TRY_PREFILL[@]}"
   fi
   [ "${GPU_TESTS:-0}" = 1 ] && step "$OUT/b/gpu_tests" 120 python3 -m pytest -q -s -m gpu tests/
 }

@@ -69,7 +69,7 @@ AXES = {
         "block_t": (16, 32, 64, 128, 256),
         "tiles_per_program": (1, 2, 4, 8, 16, 32),
         "num_warps": (2, 4, 8),
-        "num_stages": (1, 2, 3, 4, 5, 6, 8),
+        "num_stages": (1, 2, 3, 4),
         "block_m": (1,),
         "dot_dtype": ("native", "fp16", "bf16", "fp32"),
         "orient": ("q_rows", "k_rows"),
