@@ -127,6 +127,15 @@ DECODE_CASES = _generated_decode_cases() + [
     # per-thread-load fallback of the bulk-copy path.
     DecodeCase("page_blocked", 64, 32, 2, 1, 16, "1d", True, "k_rows", 150, gap=4),
     DecodeCase("page_blocked", 32, 32, 4, 2, 8, "2d", False, "q_rows", 130, lens=(0, 1, 130), gap=4),
+    # Long chunks (TILES > 4) of a table that is only partly full: the split grid shares a
+    # request's valid tiles out in runs of at least 4 (decode v7), so runs start away from the
+    # fixed chunk boundaries and the -inf tails are written by other programs than the scores;
+    # the next tile's scales are read ahead (bulk-copy path, its per-thread fallback, and pages
+    # smaller than a tile).
+    DecodeCase("page_blocked", 64, 16, 8, 1, 16, "1d", True, "k_rows", 600, lens=(600, 70, 0)),
+    DecodeCase("page_blocked", 64, 32, 16, 2, 8, "2d", True, "k_rows", 700, lens=(700, 250, 33)),
+    DecodeCase("page_blocked", 64, 64, 8, 1, 16, "1d", False, "k_rows", 1500, lens=(1500, 300, 1), gap=4),
+    DecodeCase("token_interleaved", 32, 64, 8, 1, 16, "1d", True, "q_rows", 900, lens=(900, 130, 64)),
     # Persistent grids: lengths of 0 and 1 next to full ones, so programs straddle requests.
     DecodeCase("page_blocked", 64, 32, 1, 2, 8, "1d", True, "q_rows", 200, lens=(0, 200, 1), pps=1),
     DecodeCase("token_interleaved", 32, 64, 1, 1, 16, "2d", True, "k_rows", 150, lens=(150, 3, 0), pps=3),
@@ -144,6 +153,9 @@ def test_decode_sample_covers_the_axes():
     assert {c.orient for c in cases} == {"q_rows", "k_rows"}
     assert {c.pps for c in cases} >= {0, 1, 2, 3}
     assert {c.layout for c in cases if c.pps} == {"page_blocked", "token_interleaved", "none"}
+    # split-grid chunks long enough for the length-shared runs, with partly full tables
+    assert {c.layout for c in cases if not c.pps and c.tiles > 4 and isinstance(c.lens, tuple)} >= {
+        "page_blocked", "token_interleaved"}
     for layout in ("page_blocked", "token_interleaved", "none"):
         rel = {(c.block_t > c.page) - (c.block_t < c.page) for c in cases if c.layout == layout}
         assert rel == {-1, 0, 1}, layout
