@@ -6,7 +6,8 @@
 #                   buckets: 8K, 128K, 1M);
 #   lane B (GPU 1): bench fp8 decode next_n=2 (full), bf16 decode, fp8 prefill over ragged K,
 #                   fp8 and bf16 chunked prefill; the chunked-prefill peak-memory measurement.
-# Optional: GPU_TESTS=1 (lane A: the GPU-marked tests), PAGE_GAP=1 (lane B: the shipped kernels with
+# Optional: GPU_TESTS=1 (lane A: the GPU-marked tests), SKIP_VERIFY=1 (lane A: no `cli.py verify`,
+# for a re-bench of a table verified before), PAGE_GAP=1 (lane B: the shipped kernels with
 # and without the timing inputs' 64-byte page gap, scripts/gpu_page_stride.py).
 # Both bench lanes tag their rows with one run id, into one results file per lane (merged back
 # here into docs/results/bench_nvidia_h200.jsonl). Everything lands in $OUT/results.tgz.
@@ -36,7 +37,7 @@ batches() { [ "$BATCH" = pow2 ] && echo 1,2,4,8,16,32,64,128,256 || echo "$BATCH
 
 lane_a() {
   export CUDA_VISIBLE_DEVICES=0
-  step "$OUT/a/verify" 90 python3 cli.py verify --gpu nvidia_h200 --no-defaults
+  [ -z "${SKIP_VERIFY:-}" ] && step "$OUT/a/verify" 90 python3 cli.py verify --gpu nvidia_h200 --no-defaults
   step "$OUT/a/bench_fp8_n1" ${A_BENCH_S:-330} python3 cli.py bench --dtype fp8 --next-n 1 --batch "$(batches)" --context "$CONTEXT" \
     --methods "$METHODS" "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
   if [ "${BASELINES:-1}" = 1 ]; then

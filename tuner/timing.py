@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -49,15 +50,22 @@ def time_wall_clock(fns: Sequence[Callable[[], object]], reps: int = 5, warmup: 
 
 MIN_REPLAYS = 5
 DEFAULT_BUDGET_MS = 400.0  # GPU time one timing may take; huge buckets get fewer replays
+DEFAULT_WARMUP_MS = 20.0  # GPU time replayed before timing, for the clocks (time_cuda_graph)
 
 
 def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_launches: int = 8,
-                    warmup_replays: int = 3, budget_ms: float | None = DEFAULT_BUDGET_MS) -> Timing:
+                    warmup_replays: int = 3, budget_ms: float | None = DEFAULT_BUDGET_MS,
+                    warmup_ms: float = DEFAULT_WARMUP_MS) -> Timing:
     """Capture `fns` (cycled to at least `min_launches` launches) in one graph; time replays.
 
     With `budget_ms`, the replay count is cut (to no fewer than MIN_REPLAYS) so that the timed
     replays take about that long: a 256 x 1M bucket runs ~9 ms a launch, and 30 replays of 8
-    launches would spend 2 s of GPU time on one candidate."""
+    launches would spend 2 s of GPU time on one candidate.
+
+    Before the timed replays the graph is replayed `warmup_replays` times and then until about
+    `warmup_ms` of GPU time has passed: building the inputs, compiling and capturing leave the GPU
+    idle, an idle GPU lowers its clocks, and a few replays of a 20 us kernel (well under a
+    millisecond) do not bring them back."""
     if not torch.cuda.is_available():
         raise RuntimeError("time_cuda_graph needs a CUDA device")
     launches = max(min_launches, len(fns))
@@ -78,8 +86,10 @@ def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_
         graph.replay()
     w1.record()
     torch.cuda.synchronize()
+    per_replay = max(w0.elapsed_time(w1) / max(warmup_replays, 1), 1e-3)
+    for _ in range(max(0, math.ceil((warmup_ms - w0.elapsed_time(w1)) / per_replay))):
+        graph.replay()
     if budget_ms is not None:
-        per_replay = max(w0.elapsed_time(w1) / max(warmup_replays, 1), 1e-3)
         replays = max(MIN_REPLAYS, min(replays, int(budget_ms / per_replay)))
     start = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     end = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
