@@ -50,7 +50,7 @@ def time_wall_clock(fns: Sequence[Callable[[], object]], reps: int = 5, warmup: 
 
 MIN_REPLAYS = 5
 DEFAULT_BUDGET_MS = 400.0  # GPU time one timing may take; huge buckets get fewer replays
-DEFAULT_WARMUP_MS = 20.0  # GPU time replayed before timing, for the clocks (time_cuda_graph)
+DEFAULT_WARMUP_MS = 20.0  # GPU time replayed before timing, so clocks settle (time_cuda_graph)
 
 
 def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_launches: int = 8,
@@ -63,9 +63,9 @@ def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_
     launches would spend 2 s of GPU time on one candidate.
 
     Before the timed replays the graph is replayed `warmup_replays` times and then until about
-    `warmup_ms` of GPU time has passed: building the inputs, compiling and capturing leave the GPU
-    idle, an idle GPU lowers its clocks, and a few replays of a 20 us kernel (well under a
-    millisecond) do not bring them back."""
+    `warmup_ms` of GPU time has passed: after power-heavy work (a second of matmuls, as
+    `warm_up_gpu` runs) the H200 ran a 20 us decode kernel 5-9% slower, and three replays of it
+    (under a millisecond) were timed inside that window (docs/PERF.md, "The bench's clocks")."""
     if not torch.cuda.is_available():
         raise RuntimeError("time_cuda_graph needs a CUDA device")
     launches = max(min_launches, len(fns))
