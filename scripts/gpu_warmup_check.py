@@ -3,8 +3,10 @@ slower than `scripts/gpu_ceilings.py` did, on the same module, inputs and timer.
 
 For each bucket, the shipped kernel through the runtime API, timed by `time_cuda_graph` after the
 GPU sat idle for a second, with the warm-up of earlier versions (3 replays, `--warmup-ms 0`) and
-with time-based warm-ups; and once right after a busy second (`warm_up_gpu`). Three rounds, so a
-drift shows. Prints p50 per launch (us) per mode and round.
+with time-based warm-ups; and the same three right after a busy second (`warm_up_gpu`: bf16
+matmuls). Three rounds, so a drift shows. Prints p50 per launch (us) per mode and round.
+(The first run, `docs/perf_logs/h200_v7/bench2_warmup/warmup_check.log`, had the busy state with
+3 replays only.)
 
 Usage (GPU host): python3 scripts/gpu_warmup_check.py [--buckets 64x8192:full,...]
 """
@@ -39,7 +41,7 @@ def main() -> int:
     problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
     call = _api_call(problem)
     modes = [("idle, 3 replays", 0.0, False), ("idle, 20 ms", 20.0, False), ("idle, 100 ms", 100.0, False),
-             ("busy, 3 replays", 0.0, True)]
+             ("busy, 3 replays", 0.0, True), ("busy, 20 ms", 20.0, True), ("busy, 100 ms", 100.0, True)]
     warm_up_gpu()
     print(f"{'bucket':18s} {'mode':16s} " + " ".join(f"round {r + 1:>2d}" for r in range(args.rounds)), flush=True)
     for spec in args.buckets.split(","):
