@@ -79,11 +79,9 @@ def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, o
     base = kv_ptr.to(tl.pointer_type(tl.int32))
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.int32)
-    for i in range(0, tl.minimum(per, n_pages - c * per)):
-        p = c * per + i
-        ok = p < n_pages
-        page = tl.load(bt_ptr + b * bt_stride + p, mask=ok, other=0)
-        acc ^= tl.load(base + page.to(tl.int64) * page_stride_words + offs, mask=ok & (offs < PAGE_WORDS), other=0)
+    for i in range(0, tl.minimum(per, n_pages - c * per)):  # valid pages only
+        page = tl.load(bt_ptr + b * bt_stride + c * per + i)
+        acc ^= tl.load(base + page.to(tl.int64) * page_stride_words + offs, mask=offs < PAGE_WORDS, other=0)
     tl.store(out_ptr + b * tl.num_programs(1) + c, tl.sum(acc, 0))
 
 

@@ -2,7 +2,7 @@
 slower than `scripts/gpu_ceilings.py` did, on the same module, inputs and timer.)
 
 For each bucket, the shipped kernel through the runtime API, timed by `time_cuda_graph` after the
-GPU sat idle for a second, with the warm-up of earlier versions (3 replays, `--warmup-ms 0`) and
+GPU sat idle for a second, with the warm-up of earlier versions (3 replays: `warmup_ms=0`) and
 with time-based warm-ups; and the same three right after a busy second (`warm_up_gpu`: bf16
 matmuls). Three rounds, so a drift shows. Prints p50 per launch (us) per mode and round.
 (The first run, `docs/perf_logs/h200_v7/bench2_warmup/warmup_check.log`, had the busy state with

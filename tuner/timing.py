@@ -86,8 +86,9 @@ def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_
         graph.replay()
     w1.record()
     torch.cuda.synchronize()
-    per_replay = max(w0.elapsed_time(w1) / max(warmup_replays, 1), 1e-3)
-    for _ in range(max(0, math.ceil((warmup_ms - w0.elapsed_time(w1)) / per_replay))):
+    warmed_ms = w0.elapsed_time(w1)
+    per_replay = max(warmed_ms / max(warmup_replays, 1), 1e-3)
+    for _ in range(max(0, math.ceil((warmup_ms - warmed_ms) / per_replay))):
         graph.replay()
     if budget_ms is not None:
         replays = max(MIN_REPLAYS, min(replays, int(budget_ms / per_replay)))
