@@ -67,7 +67,10 @@ _PREFILL_AXES = {
 AXES = {
     Family.DECODE_PAGED.value: {
         "block_t": (16, 32, 64, 128, 256),
-        "tiles_per_program": (1, 2, 4, 8, 16, 32),
+        # Powers of two and 3x them: a decode kernel's time is ~fixed + tiles, and a grid that
+        # just fills the resident slots of every SM in one wave (e.g. 6 programs of 33 KB per SM
+        # at bt64 / 3 stages: 8192 tiles / 12 per program = 704 <= 792 slots) needs the 3x steps.
+        "tiles_per_program": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
         "num_warps": (2, 4, 8),
         "num_stages": (1, 2, 3, 4),
         "block_m": (1,),
