@@ -216,12 +216,15 @@ def test_optuna_space_is_conditional_on_the_persistent_grid():
     the unused knob, and the proposals that differ only there are one config."""
     problem = Problem()  # the GPU decode space has programs_per_sm > 0
     space = OptunaSpace(problem, ("native",))
-    assert "programs_per_sm" in space.distributions and "log2_tiles_per_program" in space.distributions
+    assert "idx_programs_per_sm" in space.distributions and "idx_tiles_per_program" in space.distributions
     base = space.params_of(default_config(problem, "native"))
-    persistent = [space.config({**base, "programs_per_sm": 2, "log2_tiles_per_program": k}) for k in range(0, 5)]
+    persistent = [space.config({**base, "idx_programs_per_sm": 2, "idx_tiles_per_program": k}) for k in range(0, 5)]
     assert {c.tiles_per_program for c in persistent} == {1} and len(set(persistent)) == 1
     assert is_feasible(problem, persistent[0])
-    assert space.config({**base, "programs_per_sm": 0, "log2_tiles_per_program": 3}).tiles_per_program == 8
+    assert space.config({**base, "idx_programs_per_sm": 0, "idx_tiles_per_program": 5}).tiles_per_program == 8
+    # the half-octave steps keep their order for TPE: position i is the i-th smallest value
+    assert [space.config({**base, "idx_programs_per_sm": 0, "idx_tiles_per_program": k}).tiles_per_program
+            for k in range(10)] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
 
 
 def _kernel_ints(module, inputs, clean):

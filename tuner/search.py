@@ -52,9 +52,32 @@ def _is_pow2_run(values: Sequence) -> bool:
     return exps == list(range(exps[0], exps[0] + len(exps)))
 
 
+def _is_increasing_ints(values: Sequence) -> bool:
+    return (all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            and all(a < b for a, b in zip(values, values[1:])))
+
+
+def _encode(enc: str, values: Sequence, value):
+    """An axis value as its Optuna parameter: log2, position in the axis, or itself."""
+    if enc == "log2":
+        return int(math.log2(value))
+    if enc == "index":
+        return values.index(value)
+    return value
+
+
+def _decode(enc: str, values: Sequence, param):
+    if enc == "log2":
+        return 2 ** int(param)
+    if enc == "index":
+        return values[int(param)]
+    return param
+
+
 class OptunaSpace:
     """Config axes as Optuna distributions. Ordered axes stay ordered for TPE: powers of two
-    become `log2_<axis>` integers, runs of integers become integers; strings are categorical.
+    become `log2_<axis>` integers, runs of integers become integers, other increasing integers
+    (1, 2, 3, 4, 6, 8, ...) their position `idx_<axis>`; strings are categorical.
     Axes with a single value (e.g. decode's block_m, a restricted dot dtype) are fixed.
 
     The space is conditional where a knob is unused: a persistent grid (programs_per_sm > 0)
@@ -83,6 +106,10 @@ class OptunaSpace:
             elif all(isinstance(v, int) for v in values) and list(values) == list(range(values[0], values[-1] + 1)):
                 param, enc = name, "int"
                 dist = optuna.distributions.IntDistribution(values[0], values[-1])
+            elif _is_increasing_ints(values):
+                # e.g. tiles per program 1, 2, 3, 4, 6, 8, 12, ...: half-octave steps, kept in order
+                param, enc = f"idx_{name}", "index"
+                dist = optuna.distributions.IntDistribution(0, len(values) - 1)
             else:
                 param, enc = name, "cat"
                 dist = optuna.distributions.CategoricalDistribution(values)
@@ -96,9 +123,9 @@ class OptunaSpace:
 
     def config(self, params: dict) -> Config:
         fields = dict(self.fixed)
-        for param, (name, enc, _) in self._params.items():
+        for param, (name, enc, values) in self._params.items():
             value = params[param]
-            fields[name] = 2 ** int(value) if enc == "log2" else value
+            fields[name] = _decode(enc, values, value)
         for axis, (switch, value) in self.CONDITIONAL.items():
             if fields.get(switch) and axis in fields:
                 fields[axis] = value
@@ -113,13 +140,13 @@ class OptunaSpace:
             value = getattr(config, name)
             if value not in values:
                 return None
-            params[param] = int(math.log2(value)) if enc == "log2" else value
+            params[param] = _encode(enc, values, value)
         return params
 
     def grid(self) -> dict[str, list]:
         out = {}
         for param, (_, enc, values) in self._params.items():
-            out[param] = [int(math.log2(v)) for v in values] if enc == "log2" else list(values)
+            out[param] = [_encode(enc, values, v) for v in values]
         return out
 
 
