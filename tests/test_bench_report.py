@@ -24,6 +24,28 @@ def test_fullwidth_fallback_matches_reference():
     assert bool(torch.isneginf(out[~valid]).all())
 
 
+def test_autotune_pick_passes_over_a_candidate_that_does_not_fit():
+    """As triton.autotune does: a config out of shared memory at launch (the static estimate can
+    be low, e.g. bf16 bt256 at 4 stages on the H200) is skipped, not the end of the bench."""
+    from types import SimpleNamespace
+
+    from triton.runtime.errors import OutOfResources
+
+    from tuner.bench import autotune_pick
+
+    p = Problem(heads=16, head_dim=32, page_size=32)
+    x = make_decode_inputs(p, 2, 64, "random", seed=1)
+    unfit, fits = Config(block_t=256, tiles_per_program=3, num_stages=4), Config(block_t=32)
+
+    def too_big(*args):
+        raise OutOfResources(282624, 232448, "shared memory")
+
+    modules = {unfit: SimpleNamespace(launch=too_big), fits: SimpleNamespace(launch=lambda *a: a[5])}
+    assert autotune_pick(modules, [x]) == fits
+    with pytest.raises(RuntimeError, match="(?s)no candidate fits.*bt256_tp3"):
+        autotune_pick({unfit: modules[unfit]}, [x])
+
+
 def test_bench_bucket_rows_and_report(tmp_path, device):
     if device != "cpu":
         pytest.skip("the CPU loop; the GPU path is exercised by `cli.py bench` on the device")

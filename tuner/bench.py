@@ -150,20 +150,30 @@ def torch_fullwidth_fallback(x: DecodeInputs, out: torch.Tensor) -> torch.Tensor
 
 def autotune_pick(modules: dict, inputs, clean_logits: bool = False):
     """The candidate triton.autotune would keep: fastest by triton.testing.do_bench on the call's
-    own inputs (eager launches, no graph, one input set)."""
+    own inputs (eager launches, no graph, one input set). Like triton.autotune, a candidate that
+    does not fit the GPU (out of shared memory at launch, a failed compile assertion or ptxas)
+    is passed over; the space's static shared-memory estimate can be below the real need."""
     import triton
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.errors import OutOfResources, PTXASError
 
     x = inputs[0]
     out = new_output(x, 0.0)
-    best = None
+    best, unfit = None, []
     for config, module in modules.items():
-        if x.q.is_cuda:
-            ms = triton.testing.do_bench(lambda: launch(module, x, out, clean_logits), warmup=5, rep=20,
-                                         return_mode="median")
-        else:
-            ms = time_wall_clock([lambda: launch(module, x, out, clean_logits)], reps=2).p50_ms
+        try:
+            if x.q.is_cuda:
+                ms = triton.testing.do_bench(lambda: launch(module, x, out, clean_logits), warmup=5, rep=20,
+                                             return_mode="median")
+            else:
+                ms = time_wall_clock([lambda: launch(module, x, out, clean_logits)], reps=2).p50_ms
+        except (OutOfResources, CompileTimeAssertionFailure, PTXASError) as exc:
+            unfit.append(f"{config.slug}: {exc}")
+            continue
         if best is None or ms < best[1]:
             best = (config, ms)
+    if best is None:
+        raise RuntimeError("autotune: no candidate fits this GPU:\n  " + "\n  ".join(unfit))
     return best[0]
 
 
