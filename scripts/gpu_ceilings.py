@@ -15,7 +15,7 @@ For each decode bucket, on the same inputs and by the same CUDA-graph replay as 
 - shipped: the runtime API (the dispatch table's pick).
 Each as time and % of the floor (bytes / measured copy bandwidth).
 
-Usage (GPU host): python3 scripts/gpu_ceilings.py [--out FILE.json]
+Usage (GPU host): python3 scripts/gpu_ceilings.py [--buckets 16x32768:full,...] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -167,14 +167,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=None, help="JSON file for the rows")
     ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--buckets", default="1x8192:full,64x8192:full,64x8192:quarter,256x8192:quarter,64x32768:full,"
+                    "64x131072:full,256x131072:full", help="BxCONTEXT:full|quarter, comma-separated")
     args = ap.parse_args()
     torch.manual_seed(0)
     warm_up_gpu()
     copy_bw = measure_copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
     problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
-    cases = [(1, 8192, "full"), (64, 8192, "full"), (64, 8192, "quarter"), (256, 8192, "quarter"),
-             (64, 32768, "full"), (64, 131072, "full"), (256, 131072, "full")]
+    cases = []
+    for spec in args.buckets.split(","):
+        shape, _, lens = spec.partition(":")
+        batch, _, context = shape.partition("x")
+        if not (batch.isdigit() and context.isdigit() and lens in ("full", "quarter")):
+            ap.error(f"--buckets: expected BxCONTEXT:full|quarter items, got {spec!r}")
+        cases.append((int(batch), int(context), lens))
     rows = []
     for batch, context, lens in cases:
         row = measure_bucket(problem, Bucket(batch, context), lens, copy_bw, args.replays)
