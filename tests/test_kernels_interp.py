@@ -136,6 +136,12 @@ DECODE_CASES = _generated_decode_cases() + [
     DecodeCase("page_blocked", 64, 32, 16, 2, 8, "2d", True, "k_rows", 700, lens=(700, 250, 33)),
     DecodeCase("page_blocked", 64, 64, 8, 1, 16, "1d", False, "k_rows", 1500, lens=(1500, 300, 1), gap=4),
     DecodeCase("token_interleaved", 32, 64, 8, 1, 16, "1d", True, "q_rows", 900, lens=(900, 130, 64)),
+    # Tiles per program that are no power of two (3, 6, 12: grids that fill one wave): the
+    # grid's width, the shared runs (MIN_RUN = 3 at 3 tiles) and the -inf chunks must still tile
+    # the output exactly.
+    DecodeCase("page_blocked", 64, 64, 3, 1, 16, "1d", True, "k_rows", 700, lens=(700, 130, 0)),
+    DecodeCase("page_blocked", 32, 32, 6, 2, 8, "2d", False, "k_rows", 900, lens=(900, 200, 65)),
+    DecodeCase("token_interleaved", 64, 64, 12, 1, 16, "1d", True, "q_rows", 1000, lens=(1000, 333, 1)),
     # Persistent grids: lengths of 0 and 1 next to full ones, so programs straddle requests.
     DecodeCase("page_blocked", 64, 32, 1, 2, 8, "1d", True, "q_rows", 200, lens=(0, 200, 1), pps=1),
     DecodeCase("token_interleaved", 32, 64, 1, 1, 16, "2d", True, "k_rows", 150, lens=(150, 3, 0), pps=3),
@@ -156,6 +162,7 @@ def test_decode_sample_covers_the_axes():
     # split-grid chunks long enough for the length-shared runs, with partly full tables
     assert {c.layout for c in cases if not c.pps and c.tiles > 4 and isinstance(c.lens, tuple)} >= {
         "page_blocked", "token_interleaved"}
+    assert {c.tiles for c in cases if not c.pps} >= {3, 6, 12}  # the one-wave steps of the space
     for layout in ("page_blocked", "token_interleaved", "none"):
         rel = {(c.block_t > c.page) - (c.block_t < c.page) for c in cases if c.layout == layout}
         assert rel == {-1, 0, 1}, layout
