@@ -85,7 +85,10 @@ def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, o
     tl.store(out_ptr + b * tl.num_programs(1) + c, tl.sum(acc, 0))
 
 
-def best_of(make_fns, configs, replays):
+EVERY_CONFIG = False  # --every-config: print each config's time, not only the best
+
+
+def best_of(make_fns, configs, replays, what=""):
     best = None
     for cfg in configs:
         try:
@@ -93,6 +96,8 @@ def best_of(make_fns, configs, replays):
         except Exception as exc:  # noqa: BLE001 - a config that does not compile is skipped
             print(f"  config {cfg}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
             continue
+        if EVERY_CONFIG:
+            print(f"    {what} {cfg}: {t.p50_ms * 1e3:.1f} us", flush=True)
         if best is None or t.p50_ms < best[1].p50_ms:
             best = (cfg, t)
     return best
@@ -131,7 +136,8 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
         g = (triton.cdiv(words, block * tiles),)
         return [lambda b=b: _stream_kernel[g](b, words, sout, BLOCK=block, TILES=tiles, num_warps=warps) for b in bufs]
 
-    row["stream"] = best_of(stream_fns, list(itertools.product((1024, 2048, 4096), (1, 4, 16), (4, 8))), replays)
+    row["stream"] = best_of(stream_fns, list(itertools.product((1024, 2048, 4096), (1, 4, 16), (4, 8))), replays,
+                            "stream (block, tiles, warps)")
 
     pout = torch.zeros(bucket.batch * width_pages, dtype=torch.int32, device="cuda")
 
@@ -144,8 +150,9 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
                                                   EVEN=even, num_warps=warps, num_stages=stages) for x in sets]
 
     paged_configs = list(itertools.product((1, 2, 4, 8, 16), (4, 8), (2, 3)))
-    row["paged"] = best_of(paged_fns, paged_configs, replays)
-    row["paged_even"] = best_of(lambda cfg: paged_fns(cfg, even=True), paged_configs, replays)
+    row["paged"] = best_of(paged_fns, paged_configs, replays, "paged (pages, warps, stages)")
+    row["paged_even"] = best_of(lambda cfg: paged_fns(cfg, even=True), paged_configs, replays,
+                                "paged even (pages, warps, stages)")
 
     call = _api_call(problem)
     outs = [new_output(x, 0.0) for x in sets]
@@ -169,7 +176,10 @@ def main() -> None:
     ap.add_argument("--replays", type=int, default=30)
     ap.add_argument("--buckets", default="1x8192:full,64x8192:full,64x8192:quarter,256x8192:quarter,64x32768:full,"
                     "64x131072:full,256x131072:full", help="BxCONTEXT:full|quarter, comma-separated")
+    ap.add_argument("--every-config", action="store_true", help="print each stream / paged config's time")
     args = ap.parse_args()
+    global EVERY_CONFIG
+    EVERY_CONFIG = args.every_config
     torch.manual_seed(0)
     warm_up_gpu()
     copy_bw = measure_copy_bandwidth()
