@@ -1,0 +1,283 @@
+"""GPU check of the experimental Gluon decode kernel (H100/H200, sm_90): correctness, then timing.
+
+Usage, from the repo root on the GPU host:
+    python3 experiments/gluon_decode/check_gpu.py [--settings tp16_b3_c1_r64,...] [--buckets 64x8192:full,...]
+                                                  [--replays 30] [--skip-timing]
+
+(a) Correctness, per setting, in a child process with a timeout (a deadlocked warp-specialised
+    kernel then costs one setting, not the run): random lengths, explicit lengths (0, 1, 63, 64, 65,
+    non-multiples of 64, full width), a width that is not a multiple of 64, quarter-full tables,
+    and each input again with the block table poisoned past every request's valid pages (huge and
+    negative ids). Checks: relative error ||out - ref|| / ||ref|| < 1e-3 in the valid region against
+    tuner.reference.paged_mqa_logits_ref; every valid position written; positions past the length
+    left untouched (clean_logits=False); output bit-identical with the poisoned table; and the
+    project's own gates (tuner.gates.run_all_gates: NaN-poisoned output, poison, CUDA-graph capture
+    replayed with other lengths and tables).
+(b) Timing of the settings that passed, by CUDA-graph replay over tuner.measure.timing_inputs
+    (4 block tables over a >= 1 GiB pool, 8 launches a graph), against the shipped runtime
+    (tuner.bench._api_call), as scripts/gpu_ceilings.py does; each timed bucket is first checked
+    against the reference on its first input set. % of floor = floor / time, floor from
+    tuner.roofline.floor_ms at the measured copy bandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+os.environ.pop("TRITON_INTERPRET", None)
+
+import torch  # noqa: E402
+
+TOL = 1e-3
+# name -> launch keyword arguments (tiles per program, ring slots, consumer warpgroups, maxnreg)
+from kernel import SETTINGS  # noqa: E402  (imports torch and triton only; compiles nothing)
+BUCKETS = "64x8192:full,64x8192:quarter,16x32768:full,32x32768:full,4x32768:full"
+CHILD_TIMEOUT_S = 300  # correctness of one setting, in a child process
+BUCKET_TIMEOUT_S = 300  # timing of one bucket (all settings), in this process
+DEVICE = "cuda"  # (a CPU self-test of this harness swaps it, with a torch stand-in for the kernel)
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# (a) correctness, one setting (runs in a child process)
+
+def _launch_fn(setting: dict):
+    import kernel as K
+
+    return functools.partial(K.launch, **setting)
+
+
+def _run(fn, x, fill=float("nan")):
+    q, kv, w, lens, bt, width = x.args()
+    out = torch.full((q.shape[0] * q.shape[1], width), fill, dtype=torch.float32, device=q.device)
+    fn(q, kv, w, lens, bt, out, width, False)
+    _sync()
+    return out
+
+
+def _check_one(fn, x, what: str) -> str:
+    from tuner.inputs import poison_block_table
+    from tuner.reference import paged_mqa_logits_ref, relative_error
+
+    out = _run(fn, x)
+    ref = paged_mqa_logits_ref(*x.args())
+    valid = x.valid_mask()
+    problems = []
+    n_unwritten = int(torch.isnan(out[valid]).sum())
+    if n_unwritten:
+        problems.append(f"{n_unwritten} valid positions not written")
+    err = relative_error(out, ref, valid) if bool(valid.any()) else 0.0
+    if not err < TOL:
+        problems.append(f"relative error {err:.3g} >= {TOL}")
+    n_touched = int((~torch.isnan(out[~valid])).sum())
+    if n_touched:
+        problems.append(f"{n_touched} positions past the length were written")
+    poisoned = _run(fn, poison_block_table(x))
+    if not torch.equal(torch.nan_to_num(out, nan=1.0), torch.nan_to_num(poisoned, nan=1.0)):
+        problems.append("output changed with the block table poisoned past the valid pages")
+    lens = x.context_lens.tolist()
+    desc = f"{what}: B={x.q.shape[0]} width={x.max_context_len} lens[:8]={lens[:8]}"
+    if problems:
+        raise AssertionError(f"{desc}: " + "; ".join(problems))
+    return f"{desc}: rel err {err:.2e}, untouched past length, poison-invariant"
+
+
+def check_setting(name: str) -> bool:
+    import triton  # noqa: F401
+
+    from tuner.gates import run_all_gates
+    from tuner.inputs import make_decode_inputs
+    from tuner.problem import Problem
+
+    setting = SETTINGS[name] if name in SETTINGS else json.loads(name)
+    fn = _launch_fn(setting)
+    p = Problem()
+    cases = [
+        ("random", dict(batch=4, width=4096, lens="random", seed=1)),
+        ("explicit lens incl. 0", dict(batch=8, width=8192, lens=[0, 1, 63, 64, 65, 4097, 8191, 8192], seed=2)),
+        ("all zero", dict(batch=3, width=2048, lens=0, seed=3)),
+        ("full", dict(batch=3, width=2048, lens="full", seed=4)),
+        ("width not a multiple of 64", dict(batch=5, width=3000, lens="random", seed=5)),
+        ("quarter", dict(batch=16, width=8192, lens="quarter", seed=6)),
+        ("random, B=64", dict(batch=64, width=8192, lens="random", seed=7)),
+        ("random, long", dict(batch=2, width=65536, lens="random", seed=8)),
+    ]
+    ok = True
+    for what, c in cases:
+        try:
+            x = make_decode_inputs(p, c["batch"], c["width"], c["lens"], seed=c["seed"], device=DEVICE)
+            log(f"  [{name}] ok  {_check_one(fn, x, what)}")
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            ok = False
+            log(f"  [{name}] FAIL {what}: {type(exc).__name__}: {str(exc)[:2000]}")
+            if not isinstance(exc, AssertionError):
+                traceback.print_exc()
+    for seed, (batch, width) in enumerate([(4, 4096), (16, 8192)]):
+        try:
+            x = make_decode_inputs(p, batch, width, "random", seed=100 + seed, device=DEVICE)
+            err = run_all_gates(types.SimpleNamespace(launch=fn), p, x, clean_logits=False, seed=seed)
+            log(f"  [{name}] ok  project gates (reference, poison, CUDA-graph replay) B={batch} width={width}: "
+                f"rel err {err:.2e}")
+        except Exception as exc:  # noqa: BLE001
+            ok = False
+            log(f"  [{name}] FAIL project gates B={batch} width={width}: {type(exc).__name__}: {str(exc)[:2000]}")
+    return ok
+
+
+def check_in_child(name: str) -> bool:
+    """Run check_setting(name) in a fresh process with a timeout (a hang must not stop the run)."""
+    t0 = time.time()
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-check", name],
+                              timeout=CHILD_TIMEOUT_S, capture_output=True, text=True, cwd=ROOT)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        log(out.rstrip())
+        log(f"  [{name}] FAIL: timed out after {CHILD_TIMEOUT_S} s (deadlock?)")
+        return False
+    log(proc.stdout.rstrip())
+    if proc.returncode != 0:
+        tail = (proc.stderr or "")[-4000:]
+        log(f"  [{name}] FAIL: child exited with {proc.returncode}; stderr tail:\n{tail}")
+        return False
+    log(f"  [{name}] correctness passed ({time.time() - t0:.0f} s)")
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# (b) timing
+
+def time_buckets(names, buckets, replays):
+    from tuner.bench import _api_call
+    from tuner.gates import new_output
+    from tuner.measure import timing_inputs
+    from tuner.problem import Bucket, Problem
+    from tuner.reference import paged_mqa_logits_ref, relative_error
+    from tuner.roofline import floor_ms
+    from tuner.timing import measure_copy_bandwidth, time_cuda_graph
+
+    p = Problem()
+    copy_bw = measure_copy_bandwidth()
+    log(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s")
+    rows = []
+    for spec in buckets:
+        # A hang (a deadlock that only shows at these sizes) ends the run with tracebacks instead
+        # of holding the GPU: every line so far has been printed already.
+        faulthandler.dump_traceback_later(BUCKET_TIMEOUT_S, exit=True)
+        shape, _, lens = spec.partition(":")
+        batch, context = (int(v) for v in shape.split("x"))
+        row = {"bucket": spec, "gluon": {}}
+        try:
+            sets = timing_inputs(p, Bucket(batch, context), lens, device="cuda")
+            fl = floor_ms(sets[0], False, copy_bw=copy_bw, matmul_rate=None)
+            row["floor_us"] = fl * 1e3
+            call = _api_call(p)
+            outs = [new_output(x, 0.0) for x in sets]
+            t = time_cuda_graph([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], replays=replays)
+            row["shipped_us"] = t.p50_ms * 1e3
+            log(f"{spec:>18} floor {fl * 1e3:7.1f} us | shipped {t.p50_ms * 1e3:7.1f} us ({100 * fl / t.p50_ms:4.1f}%)")
+        except Exception as exc:  # noqa: BLE001
+            log(f"{spec}: inputs or shipped timing failed: {type(exc).__name__}: {exc}")
+            traceback.print_exc()
+            rows.append(row)
+            continue
+        x0 = sets[0]
+        ref = paged_mqa_logits_ref(*x0.args())
+        valid = x0.valid_mask()
+        for name in names:
+            fn = _launch_fn(SETTINGS[name])
+            try:
+                out = _run(fn, x0)
+                err = relative_error(out, ref, valid)
+                if not err < TOL:
+                    raise AssertionError(f"relative error {err:.3g} on this bucket's inputs: not timed")
+                outs = [new_output(x, 0.0) for x in sets]
+                fns = [lambda x=x, o=o: fn(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, o,
+                                           x.max_context_len, False) for x, o in zip(sets, outs)]
+                t = time_cuda_graph(fns, replays=replays)
+                row["gluon"][name] = t.p50_ms * 1e3
+                log(f"{'':>18} gluon {name:16s} {t.p50_ms * 1e3:7.1f} us ({100 * fl / t.p50_ms:4.1f}%), "
+                    f"x{row['shipped_us'] / (t.p50_ms * 1e3):.2f} vs shipped")
+            except Exception as exc:  # noqa: BLE001
+                row["gluon"][name] = None
+                log(f"{'':>18} gluon {name:16s} FAILED: {type(exc).__name__}: {str(exc)[:500]}")
+        rows.append(row)
+        del sets, ref, valid
+        torch.cuda.empty_cache()
+    faulthandler.cancel_dump_traceback_later()
+    return rows
+
+
+def print_table(rows, names):
+    log("\ntimes in us (p50) and % of floor")
+    log(f"{'bucket':>22} {'floor':>7}  {'shipped':>15}  " + "  ".join(f"{n:>18}" for n in names))
+    for r in rows:
+        fl = r.get("floor_us")
+        if fl is None:
+            log(f"{r['bucket']:>22}  (failed)")
+            continue
+
+        def cell(v):
+            return "-" if v is None else f"{v:7.1f} {100 * fl / v:5.1f}%"
+
+        log(f"{r['bucket']:>22} {fl:7.1f}  {cell(r.get('shipped_us')):>15}  "
+            + "  ".join(f"{cell(r['gluon'].get(n)):>18}" for n in names))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated names from SETTINGS")
+    ap.add_argument("--buckets", default=BUCKETS, help="BxCONTEXT:full|quarter, comma-separated")
+    ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--skip-timing", action="store_true")
+    ap.add_argument("--child-check", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child_check:
+        return 0 if check_setting(args.child_check) else 1
+    if not torch.cuda.is_available():
+        log("no CUDA device")
+        return 2
+    import triton
+
+    log(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    names = [n for n in args.settings.split(",") if n]
+    unknown = [n for n in names if n not in SETTINGS]
+    if unknown:
+        ap.error(f"unknown settings {unknown}; known: {list(SETTINGS)}")
+    log("== (a) correctness")
+    passed = [n for n in names if check_in_child(n)]
+    failed = [n for n in names if n not in passed]
+    log(f"correctness: passed {passed}; failed {failed}")
+    if args.skip_timing or not passed:
+        return 0 if passed else 1
+    log("== (b) timing (CUDA-graph replay, p50)")
+    rows = time_buckets(passed, [b for b in args.buckets.split(",") if b], args.replays)
+    print_table(rows, passed)
+    if failed:
+        log(f"(not timed, failed correctness: {failed})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""Experimental Gluon (Triton 3.6) fp8 paged decode kernel with warp specialisation.
+
+Problem: fp8 paged "indexer logits" decode, next_n = 1, H = 64, D = 128, PAGE = 64, page-blocked
+cache (each page: 64 x 128 fp8 values, then 64 fp32 scales; page stride from kv_cache.stride(0)).
+    out[b, t] = scale[t] * sum_h relu(q[b, 0, h, :] . k[t, :]) * w[b, h]      for t < len[b]
+Positions >= len[b] are left untouched (clean_logits=False only).
+
+Design (docs/PERF.md, "v7 against the ceilings" / "Next ideas"):
+- Split grid (B, cdiv(max_context_len, TILES * PAGE)), as decode v7: program (b, p) takes a run of
+  request b's valid 64-token tiles (one tile = one page); the valid tiles are shared evenly by the
+  row's programs in runs of at least MIN_RUN = 4. The grid depends on shapes only (graph-safe).
+- gl.warp_specialize:
+    * producer worker (1 warp, few registers): loads the run's block-table entries (below the length
+      only) as one vector, issues a bulk tensor copy (TMA) of q [64, 128] once, and for each tile a
+      TMA copy of the page's [64, 128] fp8 values and a second one of its 64 fp32 scales into a ring
+      of NUM_BUF shared-memory slots, both on the slot's "ready" mbarrier (expect-tx bytes); it waits
+      on the slot's "empty" mbarrier before reusing it.
+    * consumer(s): one warpgroup (the default partition), or two (NUM_CONSUMERS = 2: a second
+      4-warp worker takes the odd tiles, ping-ponging with the first). Per tile: wait "ready",
+      wgmma K[64 tok, 128] x Q^T[128, 64 heads] -> fp32 [64, 64] in registers, read the scales from
+      shared memory, release the slot ("empty"), then relu, * w, sum over heads (inside a thread quad),
+      * scale, and store the 64 logits masked by t < len.
+- The `maxnreg` compile option caps registers so that several CTAs share an SM (Triton otherwise
+  gives a warp-specialised kernel the whole register file); see MAXNREG below.
+Status: cross-compiles for sm_90 (xcompile_check.py); not yet run on a GPU (check_gpu.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Problem constants (the only shape this experiment serves).
+HEADS: gl.constexpr = gl.constexpr(64)
+HEAD_DIM: gl.constexpr = gl.constexpr(128)
+PAGE: gl.constexpr = gl.constexpr(64)
+# Shortest run of tiles a split-grid program takes (as decode v7: min(4, tiles per program)).
+MIN_RUN = 4
+# Bytes one tile's copies bring: the values and the scales.
+TILE_BYTES: gl.constexpr = gl.constexpr(64 * 128 + 64 * 4)
+# Column (in fp32 words) of a page's first scale when the page is viewed as fp32 words.
+SCALE_COL: gl.constexpr = gl.constexpr(64 * 128 // 4)
+
+# Defaults of the tunables.
+TILES_PER_PROGRAM = 16
+NUM_BUF = 3
+NUM_CONSUMERS = 1
+NUM_WARPS = 4  # the default partition: one warpgroup
+PRODUCER_REGS = 40  # setmaxnreg of the 1-warp producer's warpgroup (Triton pads it to 4 warps)
+# The kernel's register limit (`maxnreg` compile option). Without it Triton gives a warp-specialised
+# kernel the whole register file (255 a thread: one CTA per SM); decode wants several programs per
+# SM. Per CTA: 4 warps a warpgroup x (1 + NUM_CONSUMERS) warpgroups x MAXNREG x 32 threads.
+MAXNREG = {1: 64, 2: 80}  # 1 consumer: 16K registers a CTA (4 CTAs/SM); 2 consumers: 30K (2 CTAs/SM)
+# (ptxas needs >= 58 registers a thread for the m64n64k32 wgmma's 32 accumulators plus addresses:
+# maxnreg 48 or 56 fails to compile.)
+
+# Named settings the check scripts compile and time: launch(..., **SETTINGS[name]).
+SETTINGS = {
+    # 4 CTAs an SM (528 on 132 SMs): 16 tiles a program fill one wave at 8,192 tiles (64x8K,
+    # 16x32K), 32 at 16,384 (32x32K), 4 at 2,048 (4x32K); 12 is the v7 table's one-wave pick.
+    "tp16_b3_c1_r64": dict(tiles_per_program=16, num_buf=3, num_consumers=1, maxnreg=64),
+    "tp16_b4_c1_r64": dict(tiles_per_program=16, num_buf=4, num_consumers=1, maxnreg=64),
+    "tp12_b3_c1_r64": dict(tiles_per_program=12, num_buf=3, num_consumers=1, maxnreg=64),
+    "tp32_b4_c1_r64": dict(tiles_per_program=32, num_buf=4, num_consumers=1, maxnreg=64),
+    "tp4_b3_c1_r64": dict(tiles_per_program=4, num_buf=3, num_consumers=1, maxnreg=64),
+    "tp16_b4_c2_r80": dict(tiles_per_program=16, num_buf=4, num_consumers=2, maxnreg=80),
+}
+
+@gluon.jit
+def _slot(i, NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+    """(ring slot, mbarrier phase parity) of tile i. With two consumers each has its own half of
+    the ring (tile i goes to consumer i % 2), so a consumer that runs ahead cannot mistake a later
+    round's phase of a slot for the one it waits for."""
+    PER: gl.constexpr = NUM_BUF // NUM_CONSUMERS
+    j = i // NUM_CONSUMERS
+    s = (i % NUM_CONSUMERS) * PER + j % PER
+    return s, (j // PER) & 1
+
+
+@gluon.jit
+def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar,
+              NUM_BUF: gl.constexpr, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+    # wgmma accumulator of one warpgroup: [64 tokens, 64 heads] fp32; m64n64k32 instructions.
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 32])
+    row_l: gl.constexpr = gl.SliceLayout(1, acc_l)  # per token (each value held by one thread quad)
+    col_l: gl.constexpr = gl.SliceLayout(0, acc_l)  # per head
+    scale_sl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    if n_tiles > CONSUMER:
+        heads = gl.arange(0, HEADS, layout=col_l)
+        w = gl.load(w_ptr + b.to(gl.int64) * w_stride + heads)
+        offs_t = gl.arange(0, PAGE, layout=row_l)
+        limit = gl.minimum(top, max_context_len)
+        out_row = out_ptr + b.to(gl.int64) * out_stride
+        zero = gl.zeros([PAGE, HEADS], gl.float32, acc_l)
+        mbarrier.wait(q_bar, 0)
+        q_t = q_smem.reshape([HEADS, HEAD_DIM]).permute([1, 0])  # Q^T [128, 64], K-major
+        for i in range(CONSUMER, n_tiles, NUM_CONSUMERS):
+            s, phase = _slot(i, NUM_BUF, NUM_CONSUMERS)
+            mbarrier.wait(ready.index(s), phase)
+            k = k_bufs.index(s).reshape([PAGE, HEAD_DIM])
+            acc = warpgroup_mma(k, q_t, zero, use_acc=False)
+            # (unverified on a GPU: the [1, 64] NVMMA(swizzle 0) slot read as plain 1-D fp32 words)
+            sc = s_bufs.index(s)._reinterpret(gl.float32, [PAGE], scale_sl).load(row_l)
+            # Every thread of the warpgroup is done with the slot (wgmma waited, scales in
+            # registers) before one thread releases it to the producer.
+            gl.thread_barrier()
+            mbarrier.arrive(empty.index(s))
+            logits = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * sc
+            t = (first_tile + i) * PAGE + offs_t
+            gl.store(out_row + t, logits, mask=t < limit)
+
+
+@gluon.jit
+def _consumer0(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+               k_bufs, s_bufs, q_smem, ready, empty, q_bar,
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, 0, NUM_CONSUMERS)
+
+
+@gluon.jit
+def _consumer1(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+               k_bufs, s_bufs, q_smem, ready, empty, q_bar,
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, 1, NUM_CONSUMERS)
+
+
+@gluon.jit
+def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar,
+              NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, TILES_P2: gl.constexpr):
+    if n_tiles > 0:
+        mbarrier.expect(q_bar, HEADS * HEAD_DIM)
+        tma.async_copy_global_to_shared(q_desc, [b, 0, 0], q_bar, q_smem)
+    # The run's block-table entries in one vector load (entries below the length only).
+    bt_l: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    offs = gl.arange(0, TILES_P2, layout=bt_l)
+    pages = gl.load(bt_ptr + b.to(gl.int64) * bt_stride + first_tile + offs, mask=offs < n_tiles, other=0)
+    for i in range(n_tiles):
+        s, phase = _slot(i, NUM_BUF, NUM_CONSUMERS)
+        # Parity 1 on a fresh barrier passes at once: a slot's first use does not wait.
+        mbarrier.wait(empty.index(s), phase ^ 1)
+        page = gl.sum(gl.where(offs == i, pages, 0), axis=0)
+        bar = ready.index(s)
+        mbarrier.expect(bar, TILE_BYTES)
+        tma.async_copy_global_to_shared(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
+        tma.async_copy_global_to_shared(sc_desc, [page, SCALE_COL], bar, s_bufs.index(s))
+
+
+@gluon.jit
+def _decode_ws_kernel(kv_desc, sc_desc, q_desc, w_ptr, lens_ptr, bt_ptr, out_ptr,
+                      w_stride, bt_stride, out_stride, max_context_len,
+                      TILES: gl.constexpr, TILES_P2: gl.constexpr, MIN_RUN: gl.constexpr,
+                      NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
+                      PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # This program's run of the request's valid tiles (decode v7's split).
+    b = gl.program_id(0)
+    top = gl.maximum(gl.load(lens_ptr + b), 0)
+    valid_tiles = gl.minimum(gl.cdiv(top, PAGE), gl.cdiv(max_context_len, PAGE))
+    per_program = gl.maximum(gl.cdiv(valid_tiles, gl.num_programs(1)), MIN_RUN)
+    first_tile = gl.program_id(1) * per_program
+    # (<= TILES by the grid's width; clamped so the producer's vector of entries (TILES_P2 >= TILES
+    # wide) always covers it)
+    n_tiles = gl.minimum(gl.minimum(gl.maximum(valid_tiles - first_tile, 0), per_program), TILES)
+
+    k_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, 1, PAGE, HEAD_DIM], kv_desc.layout)
+    s_bufs = gl.allocate_shared_memory(gl.float32, [NUM_BUF, 1, PAGE], sc_desc.layout)
+    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [1, HEADS, HEAD_DIM], q_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_BUF):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    mbarrier.init(q_bar, count=1)
+    fence_async_shared()
+
+    # (argument tuples written inline: a tuple bound to a local name turns its constexprs into
+    # runtime values, and the partitions need NUM_BUF / TILES as constexprs)
+    if NUM_CONSUMERS == 1:
+        gl.warp_specialize([
+            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS)),
+            (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
+                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2)),
+        ], [1], [PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS)),
+            (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
+                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2)),
+            (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS)),
+        ], [1, 4], [PRODUCER_REGS, CONSUMER_REGS])
+
+    for i in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
+    mbarrier.invalidate(q_bar)
+
+
+# ------------------------------------------------------------------------------------------------
+# Host side.
+
+def _layouts():
+    kv_l = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=3)  # [1, 64, 128] fp8
+    sc_l = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)  # [1, 64] fp32
+    return kv_l, sc_l, kv_l
+
+
+def register_split(num_consumers, maxnreg, producer_regs=PRODUCER_REGS):
+    """(producer, second consumer, default partition) registers a thread inside warp_specialize.
+    The first two are the setmaxnreg requests we pass; Triton gives the default partition what is
+    left of (warpgroups x maxnreg), and the sum must fit the CTA's allocation or a setmaxnreg.inc
+    would wait for registers that never come. setmaxnreg takes multiples of 8 in [24, 256]."""
+    left = (1 + num_consumers) * maxnreg - producer_regs
+    second = (left // 2) // 8 * 8 if num_consumers == 2 else 0
+    default = left - second
+    ok = maxnreg % 8 == 0 and producer_regs % 8 == 0 and 24 <= producer_regs and 24 <= default <= 256
+    if num_consumers == 2:
+        ok = ok and 24 <= second <= 256
+    if not ok:
+        raise ValueError(f"maxnreg {maxnreg}: no register split for {num_consumers} consumer(s) (producer "
+                         f"{producer_regs}, second consumer {second}, default partition {default})")
+    return producer_regs, max(second, 24), default
+
+
+def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_len,
+            tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None):
+    """(grid, positional args, constexpr kwargs, launch options) of one launch, or None when there
+    is nothing to do. Shapes and base addresses only (no device reads): graph-safe. Raises
+    NotImplementedError for shapes or strides this experiment does not serve (TMA needs
+    16-byte-aligned bases and strides)."""
+    batch, n, h, d = q.shape
+    if (n, h, d) != (1, 64, 128) or q.dtype != torch.float8_e4m3fn:
+        raise NotImplementedError(f"gluon decode: only q [B, 1, 64, 128] fp8, got {list(q.shape)} {q.dtype}")
+    if kv_cache.dim() != 4 or tuple(kv_cache.shape[1:]) != (64, 1, 132) or kv_cache.dtype != torch.uint8:
+        raise NotImplementedError(f"gluon decode: only a page-blocked fp8 cache [pages, 64, 1, 132] uint8, got "
+                                  f"{list(kv_cache.shape)} {kv_cache.dtype}")
+    if context_lens.dim() != 1:
+        raise NotImplementedError("gluon decode: only 1-D context_lens")
+    if not isinstance(tiles_per_program, int) or not 1 <= tiles_per_program <= 256:
+        raise ValueError(f"tiles_per_program: expected an int in [1, 256], got {tiles_per_program!r}")
+    if num_consumers not in (1, 2) or num_buf < num_consumers or num_buf % num_consumers:
+        raise ValueError(f"num_consumers {num_consumers}, num_buf {num_buf}: expected 1 or 2 consumers and a "
+                         f"ring that splits evenly between them")
+    maxnreg = MAXNREG[num_consumers] if maxnreg is None else maxnreg
+    producer_regs, second_regs, _ = register_split(num_consumers, maxnreg)
+    num_pages = kv_cache.shape[0]
+    if batch == 0 or max_context_len <= 0 or num_pages == 0:
+        return None
+    page_stride = kv_cache.stride(0) if num_pages > 1 else 64 * 132
+    if kv_cache.data_ptr() % 16 or page_stride % 16 or kv_cache.stride(1) != 132 or kv_cache.stride(3) != 1:
+        raise NotImplementedError(f"gluon decode: TMA needs a 16-byte aligned cache base and page stride "
+                                  f"(base % 16 = {kv_cache.data_ptr() % 16}, page stride {page_stride} bytes)")
+    if q.data_ptr() % 16 or q.stride(3) != 1 or (q.stride(0) % 16) or (q.stride(2) % 16):
+        raise NotImplementedError(f"gluon decode: TMA needs q 16-byte aligned with 16-byte strides, "
+                                  f"got strides {q.stride()}")
+    if weights.stride(1) != 1 or block_table.stride(1) != 1 or out.stride(1) != 1:
+        raise NotImplementedError("gluon decode: weights, block_table and out need contiguous rows")
+    kv_l, sc_l, q_l = _layouts()
+    kv = kv_cache.view(torch.float8_e4m3fn)
+    # Page p's values: [64 tokens, 128] at byte p * page_stride (token-major, 128 bytes a token).
+    kv_desc = TensorDescriptor(kv, [num_pages, 64, 128], [page_stride, 128, 1], [1, 64, 128], kv_l)
+    # Page p's scales: fp32 words [SCALE_COL, SCALE_COL + 64) of row p of a [pages, page_stride / 4] view.
+    # (unverified on a GPU: a 2-D box [1, 64] of fp32 with no swizzle, 256 bytes a row)
+    sc_desc = TensorDescriptor(kv_cache.view(torch.float32), [num_pages, page_stride // 4], [page_stride // 4, 1],
+                               [1, 64], sc_l)
+    q_desc = TensorDescriptor(q, [batch, 64, 128], [q.stride(0), q.stride(2), 1], [1, 64, 128], q_l)
+    grid = (batch, triton.cdiv(max_context_len, tiles_per_program * 64))
+    args = (kv_desc, sc_desc, q_desc, weights, context_lens, block_table, out,
+            weights.stride(0), block_table.stride(0), out.stride(0), max_context_len)
+    constexprs = dict(TILES=tiles_per_program, TILES_P2=triton.next_power_of_2(tiles_per_program),
+                      MIN_RUN=min(MIN_RUN, tiles_per_program), NUM_BUF=num_buf, NUM_CONSUMERS=num_consumers,
+                      PRODUCER_REGS=producer_regs, CONSUMER_REGS=second_regs)
+    options = dict(num_warps=NUM_WARPS, maxnreg=maxnreg)
+    return grid, args, constexprs, options
+
+
+def launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len, clean_logits,
+           tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None):
+    """Same signature and semantics as the project's generated decode modules (clean_logits=False
+    only); the keyword arguments pick a setting. Grid from shapes only; no host synchronisation,
+    no allocation."""
+    if clean_logits:
+        raise NotImplementedError("gluon decode: clean_logits=True is not implemented (positions >= len untouched)")
+    prep = prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_len,
+                   tiles_per_program, num_buf, num_consumers, maxnreg)
+    if prep is None:
+        return out
+    grid, args, constexprs, options = prep
+    # (unverified on a GPU: `maxnreg` passed as a launch option, as CUDAOptions names it)
+    _decode_ws_kernel[grid](*args, **constexprs, **options)
+    return out
