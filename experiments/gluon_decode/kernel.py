@@ -22,7 +22,7 @@ Design (docs/PERF.md, "v7 against the ceilings" / "Next ideas"):
       * scale, and store the 64 logits masked by t < len.
 - The `maxnreg` compile option caps registers so that several CTAs share an SM (Triton otherwise
   gives a warp-specialised kernel the whole register file); see MAXNREG below.
-Status: cross-compiles for sm_90 (xcompile_check.py); not yet run on a GPU (check_gpu.py).
+Status: correct on the H200 and as fast as decode v7, not faster (README.md; docs/PERF.md).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
             mbarrier.wait(ready.index(s), phase)
             k = k_bufs.index(s).reshape([PAGE, HEAD_DIM])
             acc = warpgroup_mma(k, q_t, zero, use_acc=False)
-            # (unverified on a GPU: the [1, 64] NVMMA(swizzle 0) slot read as plain 1-D fp32 words)
+            # (the [1, 64] NVMMA(swizzle 0) slot read as plain 1-D fp32 words: verified on the H200)
             sc = s_bufs.index(s)._reinterpret(gl.float32, [PAGE], scale_sl).load(row_l)
             # Every thread of the warpgroup is done with the slot (wgmma waited, scales in
             # registers) before one thread releases it to the producer.
@@ -275,7 +275,6 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
     # Page p's values: [64 tokens, 128] at byte p * page_stride (token-major, 128 bytes a token).
     kv_desc = TensorDescriptor(kv, [num_pages, 64, 128], [page_stride, 128, 1], [1, 64, 128], kv_l)
     # Page p's scales: fp32 words [SCALE_COL, SCALE_COL + 64) of row p of a [pages, page_stride / 4] view.
-    # (unverified on a GPU: a 2-D box [1, 64] of fp32 with no swizzle, 256 bytes a row)
     sc_desc = TensorDescriptor(kv_cache.view(torch.float32), [num_pages, page_stride // 4], [page_stride // 4, 1],
                                [1, 64], sc_l)
     q_desc = TensorDescriptor(q, [batch, 64, 128], [q.stride(0), q.stride(2), 1], [1, 64, 128], q_l)
@@ -301,6 +300,6 @@ def launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len
     if prep is None:
         return out
     grid, args, constexprs, options = prep
-    # (unverified on a GPU: `maxnreg` passed as a launch option, as CUDAOptions names it)
+    # (`maxnreg` is a launch option, as CUDAOptions names it)
     _decode_ws_kernel[grid](*args, **constexprs, **options)
     return out
