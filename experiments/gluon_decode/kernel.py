@@ -50,6 +50,22 @@ TILE_BYTES: gl.constexpr = gl.constexpr(64 * 128 + 64 * 4)
 # Column (in fp32 words) of a page's first scale when the page is viewed as fp32 words.
 SCALE_COL: gl.constexpr = gl.constexpr(64 * 128 // 4)
 
+# Diagnostics (`diag=` of launch; not correct results, for timing what each part costs):
+# 0 = the kernel; 1 = no per-tile logits store (one store a program keeps the math alive);
+# 2 = no scale copies (scale 1); 3 = the ring's bare read: no wgmma, no epilogue, no store (q is
+# still loaded and waited for).
+DIAG_NONE: gl.constexpr = gl.constexpr(0)
+DIAG_NO_STORE: gl.constexpr = gl.constexpr(1)
+DIAG_NO_SCALES: gl.constexpr = gl.constexpr(2)
+DIAG_READ_ONLY: gl.constexpr = gl.constexpr(3)
+# 4 = the logits through shared memory and a bulk tensor store (TMA) instead of per-thread stores;
+# writes whole tiles, so positions past the length in the last tile get values too (allowed with
+# clean_logits=False by the spec, but not the "untouched" contract of check_gpu.py): timing only.
+DIAG_TMA_STORE: gl.constexpr = gl.constexpr(4)
+# 5 = the per-thread logits stores with eviction_policy="evict_last": the output lines stay in L2
+# while the cache streams past, instead of being written back between its reads. Correct results.
+DIAG_STORE_EVICT_LAST: gl.constexpr = gl.constexpr(5)
+
 # Defaults of the tunables.
 TILES_PER_PROGRAM = 16
 NUM_BUF = 3
@@ -88,8 +104,8 @@ def _slot(i, NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 
 @gluon.jit
 def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar,
-              NUM_BUF: gl.constexpr, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
+              NUM_BUF: gl.constexpr, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr):
     # wgmma accumulator of one warpgroup: [64 tokens, 64 heads] fp32; m64n64k32 instructions.
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 32])
     row_l: gl.constexpr = gl.SliceLayout(1, acc_l)  # per token (each value held by one thread quad)
@@ -104,42 +120,68 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
         zero = gl.zeros([PAGE, HEADS], gl.float32, acc_l)
         mbarrier.wait(q_bar, 0)
         q_t = q_smem.reshape([HEADS, HEAD_DIM]).permute([1, 0])  # Q^T [128, 64], K-major
+        kept = gl.zeros([PAGE], gl.float32, row_l)  # DIAG_NO_STORE: what the skipped stores held
         for i in range(CONSUMER, n_tiles, NUM_CONSUMERS):
             s, phase = _slot(i, NUM_BUF, NUM_CONSUMERS)
             mbarrier.wait(ready.index(s), phase)
-            k = k_bufs.index(s).reshape([PAGE, HEAD_DIM])
-            acc = warpgroup_mma(k, q_t, zero, use_acc=False)
-            # (the [1, 64] NVMMA(swizzle 0) slot read as plain 1-D fp32 words: verified on the H200)
-            sc = s_bufs.index(s)._reinterpret(gl.float32, [PAGE], scale_sl).load(row_l)
-            # Every thread of the warpgroup is done with the slot (wgmma waited, scales in
-            # registers) before one thread releases it to the producer.
-            gl.thread_barrier()
-            mbarrier.arrive(empty.index(s))
-            logits = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * sc
-            t = (first_tile + i) * PAGE + offs_t
-            gl.store(out_row + t, logits, mask=t < limit)
+            if DIAG == DIAG_READ_ONLY:
+                # the bare read through this ring: release the slot at once, no math, no store
+                gl.thread_barrier()
+                mbarrier.arrive(empty.index(s))
+            else:
+                k = k_bufs.index(s).reshape([PAGE, HEAD_DIM])
+                acc = warpgroup_mma(k, q_t, zero, use_acc=False)
+                if DIAG == DIAG_NO_SCALES:
+                    sc = gl.full([PAGE], 1.0, gl.float32, row_l)
+                else:
+                    # (the [1, 64] NVMMA(swizzle 0) slot read as plain 1-D fp32 words: verified on the H200)
+                    sc = s_bufs.index(s)._reinterpret(gl.float32, [PAGE], scale_sl).load(row_l)
+                # Every thread of the warpgroup is done with the slot (wgmma waited, scales in
+                # registers) before one thread releases it to the producer.
+                gl.thread_barrier()
+                mbarrier.arrive(empty.index(s))
+                logits = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * sc
+                t = (first_tile + i) * PAGE + offs_t
+                if DIAG == DIAG_NO_STORE:
+                    kept += gl.where(t < limit, logits, 0.0)
+                elif DIAG == DIAG_TMA_STORE:
+                    j = (i // NUM_CONSUMERS) % 2
+                    tma.store_wait(1)  # the bulk store that last read this buffer (two tiles ago) is done
+                    o_smem.index(j)._reinterpret(gl.float32, [PAGE], scale_sl).store(logits)
+                    fence_async_shared()
+                    gl.thread_barrier()
+                    tma.async_copy_shared_to_global(out_desc, [b, (first_tile + i) * PAGE], o_smem.index(j))
+                elif DIAG == DIAG_STORE_EVICT_LAST:
+                    gl.store(out_row + t, logits, mask=t < limit, eviction_policy="evict_last")
+                else:
+                    gl.store(out_row + t, logits, mask=t < limit)
+        if DIAG == DIAG_TMA_STORE:
+            tma.store_wait(0)
+        if DIAG == DIAG_NO_STORE:
+            # one 256-byte store a program instead of one a tile, so the math is not dead code
+            gl.store(out_row + first_tile * PAGE + offs_t, kept, mask=first_tile * PAGE + offs_t < limit)
 
 
 @gluon.jit
 def _consumer0(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-               k_bufs, s_bufs, q_smem, ready, empty, q_bar,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+               k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr):
     _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, 0, NUM_CONSUMERS)
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 0, NUM_CONSUMERS, DIAG)
 
 
 @gluon.jit
 def _consumer1(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-               k_bufs, s_bufs, q_smem, ready, empty, q_bar,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+               k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr):
     _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, 1, NUM_CONSUMERS)
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 1, NUM_CONSUMERS, DIAG)
 
 
 @gluon.jit
 def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
               k_bufs, s_bufs, q_smem, ready, empty, q_bar,
-              NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, TILES_P2: gl.constexpr):
+              NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, TILES_P2: gl.constexpr, DIAG: gl.constexpr):
     if n_tiles > 0:
         mbarrier.expect(q_bar, HEADS * HEAD_DIM)
         tma.async_copy_global_to_shared(q_desc, [b, 0, 0], q_bar, q_smem)
@@ -153,17 +195,21 @@ def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tile
         mbarrier.wait(empty.index(s), phase ^ 1)
         page = gl.sum(gl.where(offs == i, pages, 0), axis=0)
         bar = ready.index(s)
-        mbarrier.expect(bar, TILE_BYTES)
-        tma.async_copy_global_to_shared(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
-        tma.async_copy_global_to_shared(sc_desc, [page, SCALE_COL], bar, s_bufs.index(s))
+        if DIAG == DIAG_NO_SCALES:
+            mbarrier.expect(bar, PAGE * HEAD_DIM)
+            tma.async_copy_global_to_shared(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
+        else:
+            mbarrier.expect(bar, TILE_BYTES)
+            tma.async_copy_global_to_shared(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
+            tma.async_copy_global_to_shared(sc_desc, [page, SCALE_COL], bar, s_bufs.index(s))
 
 
 @gluon.jit
-def _decode_ws_kernel(kv_desc, sc_desc, q_desc, w_ptr, lens_ptr, bt_ptr, out_ptr,
+def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_ptr, out_ptr,
                       w_stride, bt_stride, out_stride, max_context_len,
                       TILES: gl.constexpr, TILES_P2: gl.constexpr, MIN_RUN: gl.constexpr,
                       NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-                      PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                      PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, DIAG: gl.constexpr):
     # This program's run of the request's valid tiles (decode v7's split).
     b = gl.program_id(0)
     top = gl.maximum(gl.load(lens_ptr + b), 0)
@@ -180,6 +226,10 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, w_ptr, lens_ptr, bt_ptr, out_ptr
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    # two tiles of logits for the bulk stores of DIAG_TMA_STORE (one word otherwise)
+    O_BUF: gl.constexpr = 2 if DIAG == DIAG_TMA_STORE else 1
+    O_LEN: gl.constexpr = PAGE if DIAG == DIAG_TMA_STORE else 1
+    o_smem = gl.allocate_shared_memory(gl.float32, [O_BUF, 1, O_LEN], out_desc.layout)
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
@@ -191,18 +241,18 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, w_ptr, lens_ptr, bt_ptr, out_ptr
     if NUM_CONSUMERS == 1:
         gl.warp_specialize([
             (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS)),
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG)),
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
-                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2)),
+                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG)),
         ], [1], [PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS)),
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG)),
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
-                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2)),
+                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG)),
             (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS)),
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG)),
         ], [1, 4], [PRODUCER_REGS, CONSUMER_REGS])
 
     for i in gl.static_range(NUM_BUF):
@@ -238,7 +288,7 @@ def register_split(num_consumers, maxnreg, producer_regs=PRODUCER_REGS):
 
 
 def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_len,
-            tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None):
+            tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None, diag=0):
     """(grid, positional args, constexpr kwargs, launch options) of one launch, or None when there
     is nothing to do. Shapes and base addresses only (no device reads): graph-safe. Raises
     NotImplementedError for shapes or strides this experiment does not serve (TMA needs
@@ -278,25 +328,34 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
     sc_desc = TensorDescriptor(kv_cache.view(torch.float32), [num_pages, page_stride // 4], [page_stride // 4, 1],
                                [1, 64], sc_l)
     q_desc = TensorDescriptor(q, [batch, 64, 128], [q.stride(0), q.stride(2), 1], [1, 64, 128], q_l)
+    if diag == 4:
+        if num_consumers != 1 or (out.stride(0) * 4) % 16 or out.data_ptr() % 16:
+            raise NotImplementedError("diag 4 (bulk stores): one consumer and an output whose rows are "
+                                      "16-byte aligned")
+        out_desc = TensorDescriptor(out, [out.shape[0], max_context_len], [out.stride(0), 1], [1, 64], sc_l)
+    else:
+        out_desc = sc_desc  # unused (a descriptor of the same type keeps one kernel signature)
     grid = (batch, triton.cdiv(max_context_len, tiles_per_program * 64))
-    args = (kv_desc, sc_desc, q_desc, weights, context_lens, block_table, out,
+    args = (kv_desc, sc_desc, q_desc, out_desc, weights, context_lens, block_table, out,
             weights.stride(0), block_table.stride(0), out.stride(0), max_context_len)
     constexprs = dict(TILES=tiles_per_program, TILES_P2=triton.next_power_of_2(tiles_per_program),
                       MIN_RUN=min(MIN_RUN, tiles_per_program), NUM_BUF=num_buf, NUM_CONSUMERS=num_consumers,
-                      PRODUCER_REGS=producer_regs, CONSUMER_REGS=second_regs)
+                      PRODUCER_REGS=producer_regs, CONSUMER_REGS=second_regs, DIAG=int(diag))
     options = dict(num_warps=NUM_WARPS, maxnreg=maxnreg)
     return grid, args, constexprs, options
 
 
 def launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len, clean_logits,
-           tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None):
+           tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None, diag=0):
     """Same signature and semantics as the project's generated decode modules (clean_logits=False
     only); the keyword arguments pick a setting. Grid from shapes only; no host synchronisation,
     no allocation."""
     if clean_logits:
         raise NotImplementedError("gluon decode: clean_logits=True is not implemented (positions >= len untouched)")
+    if diag not in (0, 1, 2, 3, 4, 5):
+        raise ValueError(f"diag: expected 0 (the kernel) or 1-5 (timing diagnostics), got {diag!r}")
     prep = prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_len,
-                   tiles_per_program, num_buf, num_consumers, maxnreg)
+                   tiles_per_program, num_buf, num_consumers, maxnreg, diag)
     if prep is None:
         return out
     grid, args, constexprs, options = prep

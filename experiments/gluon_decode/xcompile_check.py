@@ -179,6 +179,17 @@ def main() -> int:
             print("    PTX has: " + ", ".join(feats))
         if split[2] not in setmax or split[0] not in setmax:
             print("    NOTE: the expected per-partition register counts are not all among the PTX's setmaxnreg values")
+    # The timing diagnostics (diag_gpu.py) of the first setting: they must compile too.
+    first = next(iter(K.SETTINGS))
+    for diag in (1, 2, 3, 4, 5):
+        try:
+            _, kargs, kconst, opts = K.prepare(*cpu_inputs(), **K.SETTINGS[first], diag=diag)
+            src, _ = build_source(K._decode_ws_kernel, kargs, kconst)
+            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+            print(f"[{first} diag {diag}] compiles: shared {compiled.metadata.shared} B")
+        except Exception as exc:  # report and go on
+            failures += 1
+            print(f"[{first} diag {diag}] FAILED: {type(exc).__name__}: {str(exc)[-3000:]}")
     print("OK" if not failures else f"{failures} setting(s) failed")
     return 1 if failures else 0
 
