@@ -33,6 +33,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from tuner.bench import _api_call  # noqa: E402
+from tuner.buckets import DECODE_LENS_MODES, parse_bucket_specs  # noqa: E402
 from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
 from tuner.problem import Bucket, Problem  # noqa: E402
@@ -178,6 +179,10 @@ def main() -> None:
                     "64x131072:full,256x131072:full", help="BxCONTEXT:full|quarter, comma-separated")
     ap.add_argument("--every-config", action="store_true", help="print each stream / paged config's time")
     args = ap.parse_args()
+    try:
+        cases = parse_bucket_specs(args.buckets, lens_modes=DECODE_LENS_MODES)
+    except ValueError as exc:
+        ap.error(str(exc))
     global EVERY_CONFIG
     EVERY_CONFIG = args.every_config
     torch.manual_seed(0)
@@ -185,16 +190,9 @@ def main() -> None:
     copy_bw = measure_copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
     problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
-    cases = []
-    for spec in args.buckets.split(","):
-        shape, _, lens = spec.partition(":")
-        batch, _, context = shape.partition("x")
-        if not (batch.isdigit() and context.isdigit() and lens in ("full", "quarter")):
-            ap.error(f"--buckets: expected BxCONTEXT:full|quarter items, got {spec!r}")
-        cases.append((int(batch), int(context), lens))
     rows = []
-    for batch, context, lens in cases:
-        row = measure_bucket(problem, Bucket(batch, context), lens, copy_bw, args.replays)
+    for bucket, lens in cases:
+        row = measure_bucket(problem, bucket, lens, copy_bw, args.replays)
         rows.append(row)
         print(f"{row['bucket']:>10} {lens:>7} floor {row['floor_us']:8.1f} us | empty {fmt(row, 'empty')} | chain "
               f"{fmt(row, 'chain')} | stream {fmt(row, 'stream')} | paged {fmt(row, 'paged')} | paged even "

@@ -65,13 +65,19 @@ def main() -> int:
 
     import torch
 
+    from tuner.buckets import parse_bucket_specs
     from tuner.gates import GateFailure, run_all_gates
     from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
     from tuner.measure import time_candidate, timing_inputs
-    from tuner.problem import Bucket, Config, Problem
+    from tuner.problem import Config, Problem
     from tuner.render import TEMPLATE_DIR, load_module, render
     from tuner.roofline import floor_ms
     from tuner.space import InfeasibleConfig, default_config
+
+    try:
+        buckets = parse_bucket_specs(args.buckets)
+    except ValueError as exc:
+        ap.error(str(exc))
 
     if not args.cpu_smoke and not torch.cuda.is_available():
         print("no CUDA device: run on the GPU host, or with --cpu-smoke", file=sys.stderr)
@@ -119,10 +125,8 @@ def main() -> int:
         warm_up_gpu()
         copy_bw = measure_copy_bandwidth() if problem.is_decode else None
         rate = None if problem.is_decode else measure_matmul_rate(args.dtype)
-    for spec in args.buckets.split(","):
-        shape, _, lens = spec.partition(":")
-        batch, context = (int(v) for v in shape.lower().split("x"))
-        lens = lens or "full"
+    for bucket, lens in buckets:
+        batch, context = bucket.batch, bucket.context
         base = shipped_config(table, problem, batch, context) if not args.cpu_smoke else None
         smoke_dot = "fp16" if args.dtype == "fp8" else "fp32"  # the interpreter's bf16 tl.dot is wrong
         configs = [base or default_config(problem, smoke_dot if args.cpu_smoke else "native")] + extra
@@ -142,7 +146,7 @@ def main() -> int:
                 if args.cpu_smoke:
                     result[which] = None
                     continue
-                xs = timing_inputs(problem, Bucket(batch, context), lens)
+                xs = timing_inputs(problem, bucket, lens)
                 t = time_candidate(module(config, which), xs, problem.family != "decode_paged", replays=args.replays)
                 pct = 100 * floor_ms(xs[0], problem.family != "decode_paged", copy_bw, rate) / t.p50_ms
                 result[which] = (t.p50_ms * 1e3, pct)

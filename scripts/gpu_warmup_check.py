@@ -23,9 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from tuner.bench import _api_call  # noqa: E402
+from tuner.buckets import parse_bucket_specs  # noqa: E402
 from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
-from tuner.problem import Bucket, Problem  # noqa: E402
+from tuner.problem import Problem  # noqa: E402
 from tuner.timing import time_cuda_graph, warm_up_gpu  # noqa: E402
 
 
@@ -35,6 +36,10 @@ def main() -> int:
     ap.add_argument("--replays", type=int, default=10, help="timed replays, as `cli.py bench` uses")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    try:
+        buckets = parse_bucket_specs(args.buckets)
+    except ValueError as exc:
+        ap.error(str(exc))
     if not torch.cuda.is_available():
         print("no CUDA device: run on the GPU host", file=sys.stderr)
         return 2
@@ -44,10 +49,9 @@ def main() -> int:
              ("busy, 3 replays", 0.0, True), ("busy, 20 ms", 20.0, True), ("busy, 100 ms", 100.0, True)]
     warm_up_gpu()
     print(f"{'bucket':18s} {'mode':16s} " + " ".join(f"round {r + 1:>2d}" for r in range(args.rounds)), flush=True)
-    for spec in args.buckets.split(","):
-        shape, _, lens = spec.partition(":")
-        batch, context = (int(v) for v in shape.split("x"))
-        sets = timing_inputs(problem, Bucket(batch, context), lens or "full")
+    for bucket, lens in buckets:
+        spec = f"{bucket.batch}x{bucket.context}:{lens}"
+        sets = timing_inputs(problem, bucket, lens)
         outs = [new_output(x, 0.0) for x in sets]
         fns = [lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)]
         time_cuda_graph(fns, replays=3)  # compile and load the module outside the rounds

@@ -26,7 +26,8 @@ import torch
 from click.testing import CliRunner
 
 from cli import main
-from tuner.buckets import POW2_BATCHES, SGLANG_DECODE_BATCHES, make_buckets, by_distance, parse_sizes
+from tuner.buckets import (DECODE_LENS_MODES, POW2_BATCHES, SGLANG_DECODE_BATCHES, by_distance, make_buckets,
+                           parse_bucket_specs, parse_sizes)
 from tuner.problem import Bucket, Config, Problem
 from tuner.search import OptunaSpace
 from tuner.space import default_config, feasible_points, grid_points, is_feasible
@@ -194,6 +195,17 @@ def test_bucket_lists():
     assert buckets == [Bucket(1, 64), Bucket(2, 64), Bucket(1, 128), Bucket(2, 128)]
     assert by_distance(Bucket(4, 64), buckets)[:2] == [Bucket(2, 64), Bucket(1, 64)]
     assert by_distance(Bucket(1, 64), []) == []
+
+
+def test_bucket_specs_of_the_gpu_scripts():
+    assert parse_bucket_specs("64x8192:quarter, 1X1048576") == [(Bucket(64, 8192), "quarter"),
+                                                                 (Bucket(1, 1048576), "full")]
+    assert parse_bucket_specs("4096x16384:causal") == [(Bucket(4096, 16384), "causal")]
+    for bad in ("64x8192,", "64*8192", "64x8192:", "0x8192", "x8192:full"):
+        with pytest.raises(ValueError, match="--buckets"):
+            parse_bucket_specs(bad)
+    with pytest.raises(ValueError, match="lens 'causal'.*not one of"):
+        parse_bucket_specs("64x8192:causal", lens_modes=DECODE_LENS_MODES)
 
 
 def test_optuna_space_round_trips_every_point():

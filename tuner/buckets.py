@@ -56,6 +56,29 @@ def parse_sizes(values: Iterable[str] | str, what: str) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+_BUCKET_SPEC = re.compile(r"(\d+)x(\d+)(?::(\w+))?")
+
+
+def parse_bucket_specs(text: str, what: str = "--buckets", lens_modes: Sequence[str] | None = None,
+                       ) -> list[tuple[Bucket, str]]:
+    """`BxCONTEXT[:lens],...` (e.g. "64x8192:quarter,1x1048576") as (bucket, lens) pairs, lens
+    "full" where none is given; with `lens_modes`, any other lens is refused. The GPU scripts'
+    bucket lists."""
+    out = []
+    for item in (t.strip() for t in text.split(",")):
+        m = _BUCKET_SPEC.fullmatch(item.lower())
+        if not item or m is None:
+            raise ValueError(f"{what}: expected BxCONTEXT[:lens] items separated by commas, got {item!r}")
+        lens = m.group(3) or "full"
+        if lens_modes is not None and lens not in lens_modes:
+            raise ValueError(f"{what}: lens {lens!r} in {item!r} is not one of {list(lens_modes)}")
+        try:
+            out.append((Bucket(int(m.group(1)), int(m.group(2))), lens))
+        except ValueError as exc:
+            raise ValueError(f"{what}: {item!r}: {exc}") from None
+    return out
+
+
 def default_sizes(family: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(batches, contexts) a family is tuned for when the user names none."""
     if family == Family.DECODE_PAGED.value:

@@ -172,7 +172,7 @@ def time_buckets(names, buckets, replays):
     from tuner.bench import _api_call
     from tuner.gates import new_output
     from tuner.measure import timing_inputs
-    from tuner.problem import Bucket, Problem
+    from tuner.problem import Problem
     from tuner.reference import paged_mqa_logits_ref, relative_error
     from tuner.roofline import floor_ms
     from tuner.timing import measure_copy_bandwidth, time_cuda_graph
@@ -181,15 +181,14 @@ def time_buckets(names, buckets, replays):
     copy_bw = measure_copy_bandwidth()
     log(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s")
     rows = []
-    for spec in buckets:
+    for bucket, lens in buckets:
+        spec = f"{bucket.batch}x{bucket.context}:{lens}"
         # A hang (a deadlock that only shows at these sizes) ends the run with tracebacks instead
         # of holding the GPU: every line so far has been printed already.
         faulthandler.dump_traceback_later(BUCKET_TIMEOUT_S, exit=True)
-        shape, _, lens = spec.partition(":")
-        batch, context = (int(v) for v in shape.split("x"))
         row = {"bucket": spec, "gluon": {}}
         try:
-            sets = timing_inputs(p, Bucket(batch, context), lens, device="cuda")
+            sets = timing_inputs(p, bucket, lens, device="cuda")
             fl = floor_ms(sets[0], False, copy_bw=copy_bw, matmul_rate=None)
             row["floor_us"] = fl * 1e3
             call = _api_call(p)
@@ -265,6 +264,12 @@ def main() -> int:
     unknown = [n for n in names if n not in SETTINGS]
     if unknown:
         ap.error(f"unknown settings {unknown}; known: {list(SETTINGS)}")
+    from tuner.buckets import parse_bucket_specs
+
+    try:
+        buckets = parse_bucket_specs(args.buckets)
+    except ValueError as exc:
+        ap.error(str(exc))
     log("== (a) correctness")
     passed = [n for n in names if check_in_child(n)]
     failed = [n for n in names if n not in passed]
@@ -272,7 +277,7 @@ def main() -> int:
     if args.skip_timing or not passed:
         return 0 if passed else 1
     log("== (b) timing (CUDA-graph replay, p50)")
-    rows = time_buckets(passed, [b for b in args.buckets.split(",") if b], args.replays)
+    rows = time_buckets(passed, buckets, args.replays)
     print_table(rows, passed)
     if failed:
         log(f"(not timed, failed correctness: {failed})")

@@ -41,13 +41,18 @@ def main() -> int:
         print("no CUDA device", file=sys.stderr)
         return 2
     from tuner.bench import _api_call
+    from tuner.buckets import parse_bucket_specs
     from tuner.gates import new_output
     from tuner.measure import timing_inputs
-    from tuner.problem import Bucket, Problem
+    from tuner.problem import Problem
     from tuner.reference import paged_mqa_logits_ref, relative_error
     from tuner.roofline import floor_ms
     from tuner.timing import measure_copy_bandwidth, time_cuda_graph
 
+    try:
+        buckets = parse_bucket_specs(args.buckets)
+    except ValueError as exc:
+        ap.error(str(exc))
     names = [n for n in args.settings.split(",") if n]
     unknown = [n for n in names if n not in K.SETTINGS]
     if unknown:
@@ -56,10 +61,9 @@ def main() -> int:
     copy_bw = measure_copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
     table = []
-    for spec in args.buckets.split(","):
-        shape, _, lens = spec.partition(":")
-        batch, context = (int(v) for v in shape.split("x"))
-        sets = timing_inputs(p, Bucket(batch, context), lens, device="cuda")
+    for bucket, lens in buckets:
+        spec = f"{bucket.batch}x{bucket.context}:{lens}"
+        sets = timing_inputs(p, bucket, lens, device="cuda")
         fl = floor_ms(sets[0], False, copy_bw=copy_bw, matmul_rate=None) * 1e3
         call = _api_call(p)
         outs = [new_output(x, 0.0) for x in sets]
