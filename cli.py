@@ -270,8 +270,9 @@ def _int_list(option: str, text: str) -> list[int]:
                    "times one causal sequence, prefill_paged the rows at the end of full tables ('full').")
 @click.option("--candidates", type=click.IntRange(min=1), default=12, show_default=True,
               help="Configs the autotune baseline chooses among (a reproducible sample incl. the default).")
-@click.option("--methods", default=",".join(["shipped", "default", "autotune", "torch_fullwidth", "reference"]),
-              show_default=True, help="Comma list of methods to time.")
+@click.option("--methods", default=",".join(["shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth",
+                                             "reference"]),
+              show_default=True, help="Comma list of methods to time (shipped_pdl: decode on sm_90+ only).")
 @click.option("--replays", type=click.IntRange(min=1), default=30, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON-lines results file (default docs/results/bench_<gpu>.jsonl).")
@@ -285,13 +286,14 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
 
     Per bucket and on the same inputs: the shipped kernel (the runtime API), the family's untuned
     default, the autotune pick among the same configs, the torch full-width fallback (decode) and
-    the length-aware torch reference; each in ms, % of the floor (bytes / measured copy bandwidth
+    the length-aware torch reference (and, for decode on sm_90+, the shipped kernel as a
+    programmatic dependent launch: shipped_pdl); each in ms, % of the floor (bytes / measured copy bandwidth
     for decode, flops / measured matmul rate of the dtype for both prefill families) and ratio
     to the shipped kernel."""
     import os
     import uuid
 
-    from tuner.bench import METHODS, append_rows, bench_bucket
+    from tuner.bench import METHODS, append_rows, bench_bucket, pdl_capable
     from tuner.problem import Bucket, Problem
     from tuner.space import sample_points, target_for
     from tuner.store import now_iso
@@ -356,6 +358,9 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     target = target_for(env.compute_capability.replace(".", "")) if on_gpu else None
     header = f"{'problem':26s} {'bucket':16s} {'lens':8s} {'method':16s} {'p50 ms':>10s} {'% floor':>8s} {'x shipped':>9s}"
     click.echo(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s" + (f", matmul {matmul_rate / 1e12:.0f} TFLOP/s" if matmul_rate else ""), err=True)
+    if "shipped_pdl" in chosen and (family != "decode_paged" or not pdl_capable(device)):
+        click.echo("note: shipped_pdl skipped: programmatic dependent launch is for decode on a CUDA device of "
+                   "compute capability 9.0 or newer", err=True)
     lines = []
     for problem in problems:
         cands = sample_points(problem, candidates, target, dot_dtypes=(dot_dtype,))

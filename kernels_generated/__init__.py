@@ -7,7 +7,8 @@ Drop-in for DeepGEMM's calls (same argument order; see docs/INTEGRATION.md):
 
 Environment: INDEXER_LOGITS_BACKEND = auto | tuned | default | reference (force a path),
 INDEXER_LOGITS_TABLE_DIR (where the tables live; default: this folder),
-INDEXER_LOGITS_CHECK_VALUES = 1 | 0 (read lengths and page ids to check them; default 1).
+INDEXER_LOGITS_CHECK_VALUES = 1 | 0 (read lengths and page ids to check them; default 1),
+INDEXER_LOGITS_PDL = 0 | 1 (decode as a programmatic dependent launch, sm_90+; default 0).
 See docs/RUNTIME.md.
 """
 

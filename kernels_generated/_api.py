@@ -1,7 +1,8 @@
 """The public entry points, with DeepGEMM's argument order. Imports only torch and this package.
 
     fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                         max_context_len, clean_logits=False, *, out=None, scale_layout="page_blocked")
+                         max_context_len, clean_logits=False, *, out=None, scale_layout="page_blocked",
+                         enable_pdl=None)
     fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits=True, *, out=None)
     bf16_paged_mqa_logits / bf16_mqa_logits: the same with bf16 q and cache (bf16 kv: K or (K,))
     get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms)
@@ -26,10 +27,12 @@ from typing import Optional
 import torch
 
 from ._checks import check_decode, check_prefill, check_prefill_paged
-from ._dispatch import Selection, decode_problem, prefill_paged_problem, prefill_problem, select
+from ._dispatch import (Selection, decode_problem, device_compute_capability, prefill_paged_problem, prefill_problem,
+                        select)
 from ._reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref
 
 ENV_CHECK_VALUES = "INDEXER_LOGITS_CHECK_VALUES"
+ENV_PDL = "INDEXER_LOGITS_PDL"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -43,6 +46,34 @@ def _want_value_checks(flag: Optional[bool], device: torch.device) -> bool:
     if flag and device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         return False  # reading lengths would synchronise the stream and break the capture
     return bool(flag)
+
+
+def _want_pdl(flag: Optional[bool], device: torch.device, sel: Selection) -> bool:
+    """Whether this decode call is a programmatic dependent launch. Off unless asked for (the
+    argument, else INDEXER_LOGITS_PDL=1): it pays only when the kernel before it in the stream is
+    launched the same way (about 1 us a call on the H200), and costs ~0.1 us after a plain one
+    (docs/PERF.md, "Programmatic dependent launch")."""
+    if flag is None:
+        text = os.environ.get(ENV_PDL, "0").strip().lower() or "0"
+        if text not in _TRUE + _FALSE:
+            raise ValueError(f"{ENV_PDL}: expected one of {list(_TRUE + _FALSE)}, got {text!r}")
+        flag, what = text in _TRUE, f"{ENV_PDL}={text}"
+    elif not isinstance(flag, bool):
+        raise ValueError(f"enable_pdl: expected True, False or None, got {flag!r}")
+    else:
+        what = f"enable_pdl={flag}"
+    if not flag:
+        return False
+    cc = device_compute_capability(device) if device.type == "cuda" else None
+    if cc is None or int(cc.split(".")[0]) < 9:
+        raise ValueError(f"{what}: programmatic dependent launch needs a CUDA device of compute capability 9.0 or "
+                         f"newer, got {device}" + (f" (sm_{cc.replace('.', '')})" if cc else ""))
+    if sel.is_reference:
+        return False  # the torch reference is several kernels and host reads: nothing to launch early
+    if not sel.supports_pdl:
+        raise ValueError(f"{what}: the module serving this call ({sel.variant}, from {sel.table}) predates PDL "
+                         "support; re-emit the table (`python cli.py emit`) or leave PDL off")
+    return True
 
 
 def _expect_logits_dtype(logits_dtype) -> None:
@@ -98,7 +129,7 @@ def _decode_selection(q, a, max_context_len: int) -> Selection:
 
 
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-           out, scale_layout, check_values) -> torch.Tensor:
+           out, scale_layout, check_values, enable_pdl) -> torch.Tensor:
     if schedule_meta is not None and not isinstance(schedule_meta, torch.Tensor):
         raise ValueError(f"schedule_meta: expected a tensor (get_paged_mqa_logits_metadata) or None, "
                          f"got {type(schedule_meta).__name__}")
@@ -111,16 +142,21 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
     if a.batch == 0:
         return out
     sel = _decode_selection(q, a, max_context_len)
+    pdl = _want_pdl(enable_pdl, q.device, sel)
     if sel.is_reference:
         _no_reference_in_capture(q.device, sel)
         return paged_mqa_logits_ref(q, kv_cache, weights, context_lens, block_table, max_context_len, clean_logits,
                                     scale_layout=a.layout.scale_layout, out=out)
+    if pdl:
+        return sel.launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len, bool(clean_logits),
+                          pdl=True)
     return sel.launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len, bool(clean_logits))
 
 
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                          clean_logits=False, *, out=None, scale_layout="page_blocked",
-                         check_values: Optional[bool] = None, logits_dtype=torch.float32) -> torch.Tensor:
+                         check_values: Optional[bool] = None, logits_dtype=torch.float32,
+                         enable_pdl: Optional[bool] = None) -> torch.Tensor:
     """Decode logits over an fp8 paged index cache (DeepGEMM's argument order).
 
     q [B, N, H, D] float8_e4m3fn; kv_cache [pages, PAGE, 1, D + 4] uint8 (scale_layout
@@ -129,22 +165,25 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
     [B, max_pages] int32; schedule_meta is accepted and ignored (our kernels need no schedule);
     max_context_len: the output width. Returns float32 [B*N, max_context_len] (a view of `out`
     when given). Positions past a row's length are -inf with clean_logits, else unspecified.
-    logits_dtype must be float32 (the only output dtype served).
+    logits_dtype must be float32 (the only output dtype served). enable_pdl=True (sm_90+): a
+    programmatic dependent launch, worth it when the kernel before this one in the stream is
+    launched with PDL too (default: INDEXER_LOGITS_PDL, else off).
     """
     _expect_logits_dtype(logits_dtype)
     _expect_q_dtype(q, torch.float8_e4m3fn, "fp8_paged_mqa_logits", "bf16_paged_mqa_logits")
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-                  out, scale_layout, check_values)
+                  out, scale_layout, check_values, enable_pdl)
 
 
 def bf16_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                           clean_logits=False, *, out=None, scale_layout="none",
-                          check_values: Optional[bool] = None, logits_dtype=torch.float32) -> torch.Tensor:
+                          check_values: Optional[bool] = None, logits_dtype=torch.float32,
+                          enable_pdl: Optional[bool] = None) -> torch.Tensor:
     """fp8_paged_mqa_logits for a bf16 cache: q [B, N, H, D] and kv_cache [pages, PAGE, 1, D] bfloat16, no scales."""
     _expect_logits_dtype(logits_dtype)
     _expect_q_dtype(q, torch.bfloat16, "bf16_paged_mqa_logits", "fp8_paged_mqa_logits")
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-                  out, scale_layout, check_values)
+                  out, scale_layout, check_values, enable_pdl)
 
 
 def get_paged_mqa_logits_metadata(context_lens, block_kv: int, num_sms: int) -> torch.Tensor:

@@ -261,6 +261,9 @@ class Selection:
     table: Optional[str] = None  # the dispatch.json it came from
     entry_bucket: Optional[tuple[int, int]] = None  # the tuned entry's bucket (exact / nearest)
     launch: Optional[Callable] = field(default=None, repr=False, compare=False)
+    # The module's launch() takes pdl=True (decode modules emitted since PDL support; an older
+    # table's modules do not, and are launched plainly).
+    supports_pdl: bool = False
 
     @property
     def is_reference(self) -> bool:
@@ -343,6 +346,15 @@ def _table(root: Path, slug: str, dev: _Device, strict: bool) -> Optional[dict]:
     return table
 
 
+def _supports_pdl(module: ModuleType) -> bool:
+    return getattr(module, "SUPPORTS_PDL", False) is True
+
+
+def device_compute_capability(device: torch.device) -> Optional[str]:
+    """"major.minor" of a CUDA device (cached), None for any other device."""
+    return _device_info(torch.device(device)).compute_capability
+
+
 def _usable(info: dict, interp: bool) -> bool:
     """Under the interpreter, only variants whose dot dtype it computes exactly."""
     if not interp:
@@ -376,7 +388,7 @@ def _tuned(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: b
         module = _try_load(root, dev.slug, table, variant, strict)
         if module is not None:
             return Selection("nearest" if not_exact else "exact", problem, bucket, variant,
-                             str(root / dev.slug / TABLE_FILE), eb, module.launch)
+                             str(root / dev.slug / TABLE_FILE), eb, module.launch, _supports_pdl(module))
     return None
 
 
@@ -393,7 +405,8 @@ def _default(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict:
             continue
         module = _try_load(root, slug, table, variant, strict_here)
         if module is not None:
-            return Selection("default", problem, bucket, variant, str(root / slug / TABLE_FILE), None, module.launch)
+            return Selection("default", problem, bucket, variant, str(root / slug / TABLE_FILE), None, module.launch,
+                             _supports_pdl(module))
     return None
 
 

@@ -30,7 +30,7 @@ echo "run id $RID" | tee -a "$SUMMARY"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee -a "$SUMMARY"
 BATCH=${BATCH:-pow2}
 CONTEXT=${CONTEXT:-4096,8192,32768,131072,1048576}
-METHODS=${METHODS:-shipped,default,autotune}
+METHODS=${METHODS:-shipped,shipped_pdl,default,autotune}
 COMMON=(--candidates "${CANDIDATES:-3}" --replays "${REPLAYS:-10}" --run-id "$RID")
 
 batches() { [ "$BATCH" = pow2 ] && echo 1,2,4,8,16,32,64,128,256 || echo "$BATCH"; }
@@ -42,9 +42,9 @@ lane_a() {
     --methods "$METHODS" "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
   if [ "${BASELINES:-1}" = 1 ]; then
     step "$OUT/a/bench_baselines_8k" 60 python3 cli.py bench --dtype fp8 --batch 64 --context 8192 \
-      --methods shipped,torch_fullwidth,reference "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
+      --methods shipped,shipped_pdl,torch_fullwidth,reference "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
     step "$OUT/a/bench_baselines_long" 60 python3 cli.py bench --dtype fp8 --batch 64 --context 131072,1048576 --lens full \
-      --methods shipped,torch_fullwidth "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
+      --methods shipped,shipped_pdl,torch_fullwidth "${COMMON[@]}" --out "$OUT/a/bench.jsonl"
   fi
   [ "${GPU_TESTS:-0}" = 1 ] && step "$OUT/a/gpu_tests" 120 python3 -m pytest -q -s -m gpu tests/
 }

@@ -5,6 +5,10 @@ CUDA-graph replay (the timer is recorded in every row):
 - shipped: the public runtime API (kernels_generated), i.e. the dispatch table's choice
   (`*_paged_mqa_logits`, `*_mqa_logits` or `*_paged_mqa_logits_chunked`, with out= and no value
   checks);
+- shipped_pdl: the same calls as programmatic dependent launches (`enable_pdl=True`; decode on
+  sm_90+ only). Timed back to back, each launch's predecessor is the previous one, itself a PDL
+  launch: what PDL gives when the kernel before the indexer in a model step is launched that way
+  too (after a plain kernel it gives nothing; docs/PERF.md, "Programmatic dependent launch");
 - default: the family's untuned default config;
 - autotune: the config `triton.testing.do_bench` picks among the same candidate configs at the
   first call, which is what `triton.autotune` does (eager timing on the call's own inputs); the
@@ -37,7 +41,7 @@ from .roofline import floor_ms
 from .space import default_config
 from .timing import Timing, time_cuda_graph, time_wall_clock
 
-METHODS = ("shipped", "default", "autotune", "torch_fullwidth", "reference")
+METHODS = ("shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth", "reference")
 FALLBACK_CHUNK_BYTES = 4 << 30
 
 
@@ -70,15 +74,17 @@ class BenchRow:
         return dataclasses.asdict(self)
 
 
-def _api_call(problem: Problem) -> Callable:
+def _api_call(problem: Problem, enable_pdl: Optional[bool] = None) -> Callable:
     import kernels_generated as rt
 
+    if enable_pdl and not problem.is_decode:
+        raise ValueError(f"enable_pdl: only the decode family launches with PDL, not {problem.family}")
     if problem.is_decode:
         fn = rt.fp8_paged_mqa_logits if problem.cache_dtype == "fp8" else rt.bf16_paged_mqa_logits
 
         def call(x: DecodeInputs, out):
             return fn(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, None, x.max_context_len, False,
-                      out=out, scale_layout=x.scale_layout, check_values=False)
+                      out=out, scale_layout=x.scale_layout, check_values=False, enable_pdl=enable_pdl)
     elif problem.is_paged:  # chunked prefill over the paged cache
         fn = rt.fp8_paged_mqa_logits_chunked if problem.cache_dtype == "fp8" else rt.bf16_paged_mqa_logits_chunked
 
@@ -177,6 +183,12 @@ def autotune_pick(modules: dict, inputs, clean_logits: bool = False):
     return best[0]
 
 
+def pdl_capable(device: str) -> bool:
+    """Programmatic dependent launch needs a CUDA device of compute capability 9.0 or newer."""
+    dev = torch.device(device)
+    return dev.type == "cuda" and torch.cuda.get_device_capability(dev)[0] >= 9
+
+
 def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Sequence[Config], timer: str,
                  device: str, copy_bw: Optional[float], matmul_rate: Optional[float], env, run_id: str,
                  created_at: str, replays: int = 30, dot_dtype: str = "native",
@@ -189,6 +201,11 @@ def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Seq
         call = _api_call(problem)
         outs = [new_output(x, 0.0) for x in sets]
         results["shipped"] = ("runtime", _time_fns([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], timer, replays))
+    if "shipped_pdl" in methods and problem.is_decode and pdl_capable(device):
+        call = _api_call(problem, enable_pdl=True)
+        outs = [new_output(x, 0.0) for x in sets]
+        results["shipped_pdl"] = ("runtime, enable_pdl=True",
+                                  _time_fns([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], timer, replays))
     if "default" in methods:
         cfg = default_config(problem, dot_dtype)
         m = load_module(emit(problem, cfg, gen))

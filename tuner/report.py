@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-METHOD_ORDER = ("shipped", "default", "autotune", "torch_fullwidth", "reference")
+METHOD_ORDER = ("shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth", "reference")
 
 
 def _plt():

@@ -1,0 +1,220 @@
+"""Programmatic dependent launch (PDL) for the fp8 decode kernel: does it take the launch cost off?
+
+Issue 7's unmet goals all sit in buckets whose time is the floor plus a ~6 us fixed cost
+(docs/PERF.md, "What bounds the small buckets"), part of which is the launch of a graph node:
+an empty kernel on the split grid takes 1.3-1.8 us a launch. With PDL (sm_90+) a kernel is
+launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, its programs may start
+before the kernel ahead of it in the stream has finished, and each program first runs
+`griddepcontrol.wait`, which returns once that kernel has completed and its writes are visible.
+The launch, the block scheduling and whatever a program does before its first read then overlap
+the predecessor's tail.
+
+For each bucket, the dispatch table's module is patched into variants (no template change):
+- shipped: as emitted;
+- wait:    `gdc_wait()` first in the kernel, launched with launch_pdl=True;
+- trigger: as wait, plus `gdc_launch_dependents()` right after it, so the next kernel in the
+           stream may launch as soon as every program of this one has started;
+- trigger_end: as wait, with `gdc_launch_dependents()` after the program's last tile instead;
+- nowait:  launch_pdl=True and the trigger but no wait: unsafe on purpose (the negative control of
+           the correctness check below: it may read q before its predecessor has written it).
+and timed by CUDA-graph replay in three settings:
+- alone:  the bench's graph (8 launches cycling 4 block tables): each launch's predecessor is
+          the previous launch of the same kernel;
+- after:  each launch preceded by a kernel that writes the request's q (as a model step's q
+          quantisation would), that kernel launched plainly and unaware of PDL; the indexer's
+          time is the pair's minus the writer's alone;
+- after_pdl: the same with a PDL-aware writer (launched with PDL, waits, triggers at its start).
+Correctness: in the `after` settings the writer copies a different q into place before every
+launch (4 sources), so a variant that read q early scores the previous q. Every variant's logits
+from the graph are compared bit for bit with the shipped kernel's for the same q.
+
+Usage (GPU host): python3 scripts/gpu_pdl_check.py [--buckets 64x8192:full,...] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.language.extra import cuda as tlcuda  # noqa: E402
+
+from tuner.buckets import parse_bucket_specs  # noqa: E402
+from tuner.gates import new_output  # noqa: E402
+from tuner.measure import timing_inputs  # noqa: E402
+from tuner.problem import Problem  # noqa: E402
+from tuner.roofline import floor_ms  # noqa: E402
+from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  # noqa: E402
+
+KERNEL_BODY_ANCHOR = "    NH: tl.constexpr = NEXT_N * HEADS\n"
+LAUNCH_ANCHOR = "num_warps=NUM_WARPS, num_stages=NUM_STAGES,"
+CLEAN_ANCHOR = "    if CLEAN:\n"
+VARIANTS = ("shipped", "wait", "trigger", "trigger_end", "nowait")
+
+
+def patched_source(text: str, variant: str) -> str:
+    """The emitted module's source with the PDL lines of `variant` added."""
+    if variant == "shipped":
+        return text
+    if text.count(KERNEL_BODY_ANCHOR) != 1 or text.count(LAUNCH_ANCHOR) != 1:
+        raise ValueError("the module does not have the decode template's kernel / launch lines; re-emit it")
+    lines = ""
+    if variant in ("wait", "trigger", "trigger_end"):
+        lines += "    _gdc.gdc_wait()\n"
+    if variant in ("trigger", "nowait"):
+        lines += "    _gdc.gdc_launch_dependents()\n"
+    text = text.replace(KERNEL_BODY_ANCHOR, lines + KERNEL_BODY_ANCHOR)
+    if variant == "trigger_end":  # once this program has issued its last read of the cache
+        if text.count(CLEAN_ANCHOR) != 1:
+            raise ValueError("the module does not have the decode template's CLEAN branch; re-emit it")
+        text = text.replace(CLEAN_ANCHOR, "    _gdc.gdc_launch_dependents()\n" + CLEAN_ANCHOR)
+    text = text.replace(LAUNCH_ANCHOR, LAUNCH_ANCHOR + " launch_pdl=True,")
+    return text.replace("import triton.language as tl\n",
+                        "import triton.language as tl\nfrom triton.language.extra import cuda as _gdc\n", 1)
+
+
+def load_variant(src: Path, variant: str, workdir: Path):
+    path = workdir / f"{src.stem}__{variant}.py"  # a real file: triton.jit reads the source
+    path.write_text(patched_source(src.read_text(), variant))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@triton.jit
+def _q_writer(src_ptr, dst_ptr, n_bytes, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    if PDL:
+        tlcuda.gdc_wait()
+        tlcuda.gdc_launch_dependents()
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n_bytes), mask=offs < n_bytes)
+
+
+def write_q(src: torch.Tensor, q: torch.Tensor, pdl: bool) -> None:
+    n = q.numel() * q.element_size()
+    block = 4096
+    _q_writer[(triton.cdiv(n, block),)](src, q.view(torch.uint8), n, BLOCK=block, PDL=pdl, num_warps=4,
+                                        launch_pdl=pdl)
+
+
+def module_for(problem: Problem, bucket, lens):
+    import kernels_generated as rt
+    from kernels_generated import _dispatch
+
+    x = timing_inputs(problem, bucket, lens, sets=1)[0]
+    sel = _dispatch.select(x.q.device, _dispatch.decode_problem("fp8", problem.page_size, x.scale_layout,
+                                                                 problem.heads, problem.head_dim, problem.next_n,
+                                                                 False),
+                           (bucket.batch, bucket.context))
+    del x
+    if sel.variant is None:
+        raise SystemExit(f"no kernel in the dispatch table for {bucket}: {sel}")
+    return Path(rt.__file__).parent / Path(sel.table).parent.name / f"{sel.variant}.py", sel.variant
+
+
+def launch(mod, x, out):
+    return mod.launch(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, out, x.max_context_len, False)
+
+
+def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir):
+    src, variant_name = module_for(problem, bucket, lens)
+    mods = {v: load_variant(src, v, workdir) for v in VARIANTS}
+    sets = timing_inputs(problem, bucket, lens)
+    fl_us = floor_ms(sets[0], False, copy_bw=copy_bw) * 1e3
+    q = sets[0].q  # the sets share q (they differ in block tables)
+    assert all(x.q.data_ptr() == q.data_ptr() for x in sets)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q_src = [(torch.randn(q.shape, device="cuda", generator=gen) * 0.5).to(q.dtype).view(torch.uint8).flatten()
+             for _ in sets]
+    outs = [new_output(x, 0.0) for x in sets]
+
+    # The shipped kernel's logits for each q source, eagerly: the reference of the graph checks.
+    expect = []
+    for i, x in enumerate(sets):
+        q.view(torch.uint8).copy_(q_src[i].view(q.shape))
+        expect.append(launch(mods["shipped"], x, new_output(x, 0.0)).clone())
+    torch.cuda.synchronize()
+
+    row = {"bucket": f"{bucket.batch}x{bucket.context}", "lens": lens, "variant": variant_name, "floor_us": fl_us}
+    t = lambda fns: time_cuda_graph(fns, replays=replays).p50_ms * 1e3  # noqa: E731
+    row["writer_alone_us"] = t([lambda i=i: write_q(q_src[i], q, False) for i in range(len(sets))])
+    row["writer_pdl_alone_us"] = t([lambda i=i: write_q(q_src[i], q, True) for i in range(len(sets))])
+    for v in VARIANTS:
+        mod = mods[v]
+        if v != "nowait":
+            row[f"{v}_alone_us"] = t([lambda x=x, o=o: launch(mod, x, o) for x, o in zip(sets, outs)])
+        for setting, pdl_writer in (("after", False), ("after_pdl", True)):
+            def step(i, mod=mod, pdl_writer=pdl_writer):
+                write_q(q_src[i], q, pdl_writer)
+                launch(mod, sets[i], outs[i])
+            for o in outs:
+                o.fill_(float("nan"))
+            pair = t([lambda i=i: step(i) for i in range(len(sets))])
+            torch.cuda.synchronize()
+            # After the replays each out[i] holds the logits of q_src[i] (the graph's last write of it).
+            # Positions past a row's limit are never written (clean_logits=False): compare the valid ones.
+            bad = sum(int((x.valid_mask() & ~torch.eq(o, e)).any(dim=1).sum()) for x, o, e in zip(sets, outs, expect))
+            row[f"{v}_{setting}_us"] = pair - row["writer_pdl_alone_us" if pdl_writer else "writer_alone_us"]
+            row[f"{v}_{setting}_bad_rows"] = bad
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--buckets", default="64x8192:full,64x8192:quarter,16x32768:full,4x32768:full,1x131072:full,"
+                    "32x32768:full,1x1048576:full")
+    ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--out", default=None, help="JSON file for the rows")
+    args = ap.parse_args()
+    try:
+        cases = parse_bucket_specs(args.buckets)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if not torch.cuda.is_available():
+        print("no CUDA device: run on the GPU host", file=sys.stderr)
+        return 2
+    if torch.cuda.get_device_capability()[0] < 9:
+        print("PDL needs sm_90 or newer", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    warm_up_gpu()
+    copy_bw = measure_copy_bandwidth()
+    print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
+    problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for bucket, lens in cases:
+            row = measure_bucket(problem, bucket, lens, copy_bw, args.replays, Path(tmp))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            torch.cuda.empty_cache()
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    pct = lambda r, k: f"{r[k]:6.1f} {100 * r['floor_us'] / r[k]:3.0f}%"  # noqa: E731
+    print("\nus per launch, p50, and % of floor; 'after': net of a q writer before each launch "
+          "(plain / PDL-aware writer); bad = rows differing from the shipped kernel's logits")
+    timed = [v for v in VARIANTS if v != "nowait"]
+    for setting in ("alone", "after", "after_pdl"):
+        print(f"\n{setting}:\n{'bucket':>18} {'floor':>6} | " + " ".join(f"{v:>11}" for v in timed))
+        for r in rows:
+            print(f"{r['bucket'] + ':' + r['lens']:>18} {r['floor_us']:6.1f} | "
+                  + " ".join(pct(r, f"{v}_{setting}_us") for v in timed))
+    print("\nbad rows, after / after_pdl: " + ", ".join(v for v in VARIANTS if v != "shipped"))
+    for r in rows:
+        print(f"{r['bucket'] + ':' + r['lens']:>18} "
+              + " ".join(f"{r[f'{v}_after_bad_rows']}/{r[f'{v}_after_pdl_bad_rows']}" for v in VARIANTS if v != "shipped"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The distinct configs a committed dispatch table uses, most used first, one JSON per line: the
+seeds of a re-tune after a template change (`SEEDS="$(python3 scripts/table_configs.py
+nvidia_h200)" bash scripts/h200_x2_retune_decode.sh`), so every bucket tries every config that won
+some bucket before TPE proposes anything.
+
+Usage: python3 scripts/table_configs.py SLUG [--family decode_paged] [--dtype fp8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED_FIELDS = ("block_t", "tiles_per_program", "num_warps", "num_stages", "orient", "block_m", "programs_per_sm")
+
+
+def table_configs(table: dict, family: str, dtype: str) -> list[dict]:
+    counts: collections.Counter = collections.Counter()
+    for entry in table["entries"]:
+        problem = entry["problem"]
+        if problem["family"] != family or problem["cache_dtype"] != dtype:
+            continue
+        config = table["modules"][entry["variant"]]["config"]
+        counts[json.dumps({k: config[k] for k in SEED_FIELDS if k in config})] += 1
+    return [json.loads(c) for c, _ in counts.most_common()]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("slug", help="the table's folder under kernels_generated/, e.g. nvidia_h200")
+    ap.add_argument("--family", default="decode_paged", choices=["decode_paged", "prefill_ragged", "prefill_paged"])
+    ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
+    args = ap.parse_args()
+    path = ROOT / "kernels_generated" / args.slug / "dispatch.json"
+    if not path.is_file():
+        ap.error(f"slug: no table at {path}")
+    configs = table_configs(json.loads(path.read_text()), args.family, args.dtype)
+    if not configs:
+        print(f"{path}: no {args.dtype} {args.family} entries", file=sys.stderr)
+        return 1
+    for c in configs:
+        print(json.dumps(c))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

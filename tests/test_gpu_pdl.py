@@ -1,0 +1,87 @@
+"""Programmatic dependent launch of the shipped decode kernels on a real GPU (sm_90+).
+
+In one CUDA graph, a kernel writes a new q right before each indexer call; both are PDL launches
+(the writer waits for its predecessor and lets its dependents launch at its start), so the
+indexer's programs start while the writer may still be running. Every call must score the q
+written just before it: the logits equal those of the same call without PDL, and the
+reference's. A kernel that read q before `griddepcontrol.wait` returned would score an older q
+(scripts/gpu_pdl_check.py's `nowait` variant did, at 64 x 8K). Run on a GPU host:
+python3 -m pytest -q -s -m gpu tests/test_gpu_pdl.py
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from _helpers import check_output
+from triton.language.extra import cuda as tl_cuda
+
+import kernels_generated as K
+from tuner.inputs import make_decode_inputs
+from tuner.problem import Problem
+from tuner.reference import paged_mqa_logits_ref
+
+DECODE = Problem()  # fp8, H=64, D=128, page 64, page-blocked, next_n 1
+
+
+@triton.jit
+def _write_q(src_ptr, dst_ptr, n_bytes, BLOCK: tl.constexpr):
+    tl_cuda.gdc_wait()
+    tl_cuda.gdc_launch_dependents()
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n_bytes), mask=offs < n_bytes)
+
+
+def _writer(src: torch.Tensor, q: torch.Tensor) -> None:
+    n = q.numel() * q.element_size()
+    _write_q[(triton.cdiv(n, 4096),)](src, q.view(torch.uint8), n, BLOCK=4096, num_warps=4, launch_pdl=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, context, lens", [(64, 8192, "full"), (3, 40000, "random")])
+def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("PDL needs sm_90+")
+    x = make_decode_inputs(DECODE, batch, context, lens, seed=21, device="cuda")
+    q = x.q
+    gen = torch.Generator(device="cuda").manual_seed(22)
+    srcs = [(torch.randn(q.shape, device="cuda", generator=gen) * 0.5).to(q.dtype).view(torch.uint8).flatten()
+            for _ in range(4)]
+    rows = q.shape[0] * q.shape[1]
+    bufs = [torch.full((rows, context + 3), float("nan"), device="cuda") for _ in srcs]
+    outs = [b[:, :context] for b in bufs]
+
+    def call(out, pdl):
+        return K.fp8_paged_mqa_logits(q, x.kv_cache, x.weights, x.context_lens, x.block_table, None, context, True,
+                                      out=out, check_values=False, enable_pdl=pdl)
+
+    expect = []
+    for src in srcs:
+        q.view(torch.uint8).copy_(src.view(q.shape))
+        expect.append(call(None, False).clone())
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # compile and load outside the capture
+        _writer(srcs[0], q)
+        call(outs[0], True)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for src, out in zip(srcs, outs):
+            _writer(src, q)
+            call(out, True)
+    for _ in range(20):
+        graph.replay()
+    torch.cuda.synchronize()
+
+    valid = x.valid_mask()
+    for i, (buf, out) in enumerate(zip(bufs, outs)):
+        assert torch.equal(out[valid], expect[i][valid]), f"call {i}: PDL logits differ from the plain launch's"
+        q.view(torch.uint8).copy_(srcs[i].view(q.shape))
+        ref = paged_mqa_logits_ref(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in x.args()],
+                                   True, scale_layout=x.scale_layout)
+        check_output(buf, out, ref.to(out.device), valid, True, "the valid rule")
