@@ -9,14 +9,17 @@ before the kernel ahead of it in the stream has finished, and each program first
 The launch, the block scheduling and whatever a program does before its first read then overlap
 the predecessor's tail.
 
-For each bucket, the dispatch table's module is patched into variants (no template change):
-- shipped: as emitted;
-- wait:    `gdc_wait()` first in the kernel, launched with launch_pdl=True;
+For each bucket, the dispatch table's module, as emitted and patched (all but the first launched
+with pdl=True):
+- shipped: launch(..., pdl=False), a plain launch;
+- wait:    launch(..., pdl=True): the template's PDL path, `gdc_wait()` first in the kernel;
 - trigger: as wait, plus `gdc_launch_dependents()` right after it, so the next kernel in the
            stream may launch as soon as every program of this one has started;
 - trigger_end: as wait, with `gdc_launch_dependents()` after the program's last tile instead;
-- nowait:  launch_pdl=True and the trigger but no wait: unsafe on purpose (the negative control of
-           the correctness check below: it may read q before its predecessor has written it).
+- nowait:  the trigger instead of the wait: unsafe on purpose (the negative control of the
+           correctness check below: it may read q before its predecessor has written it).
+(Calls 1-2 of docs/perf_logs/h200_pdl/ ran this script as of commit 991ddde, which patched the
+wait into modules emitted before the template had it: the same kernels.)
 and timed by CUDA-graph replay in three settings:
 - alone:  the bench's graph (8 launches cycling 4 block tables): each launch's predecessor is
           the previous launch of the same kernel;
@@ -55,31 +58,23 @@ from tuner.problem import Problem  # noqa: E402
 from tuner.roofline import floor_ms  # noqa: E402
 from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  # noqa: E402
 
-KERNEL_BODY_ANCHOR = "    NH: tl.constexpr = NEXT_N * HEADS\n"
-LAUNCH_ANCHOR = "num_warps=NUM_WARPS, num_stages=NUM_STAGES,"
+WAIT_LINE = "        tl_cuda.gdc_wait()\n"
 CLEAN_ANCHOR = "    if CLEAN:\n"
 VARIANTS = ("shipped", "wait", "trigger", "trigger_end", "nowait")
 
 
 def patched_source(text: str, variant: str) -> str:
-    """The emitted module's source with the PDL lines of `variant` added."""
-    if variant == "shipped":
-        return text
-    if text.count(KERNEL_BODY_ANCHOR) != 1 or text.count(LAUNCH_ANCHOR) != 1:
-        raise ValueError("the module does not have the decode template's kernel / launch lines; re-emit it")
-    lines = ""
-    if variant in ("wait", "trigger", "trigger_end"):
-        lines += "    _gdc.gdc_wait()\n"
-    if variant in ("trigger", "nowait"):
-        lines += "    _gdc.gdc_launch_dependents()\n"
-    text = text.replace(KERNEL_BODY_ANCHOR, lines + KERNEL_BODY_ANCHOR)
+    """The emitted module's source, changed for `variant` (all but `shipped` launch with pdl=True)."""
+    if variant in ("shipped", "wait"):
+        return text  # the template's own PDL path: launch(..., pdl=True)
+    if text.count(WAIT_LINE) != 1 or text.count(CLEAN_ANCHOR) != 1:
+        raise ValueError("the module does not have the decode template's PDL wait / CLEAN branch; re-emit it")
+    if variant == "trigger":
+        return text.replace(WAIT_LINE, WAIT_LINE + "        tl_cuda.gdc_launch_dependents()\n")
     if variant == "trigger_end":  # once this program has issued its last read of the cache
-        if text.count(CLEAN_ANCHOR) != 1:
-            raise ValueError("the module does not have the decode template's CLEAN branch; re-emit it")
-        text = text.replace(CLEAN_ANCHOR, "    _gdc.gdc_launch_dependents()\n" + CLEAN_ANCHOR)
-    text = text.replace(LAUNCH_ANCHOR, LAUNCH_ANCHOR + " launch_pdl=True,")
-    return text.replace("import triton.language as tl\n",
-                        "import triton.language as tl\nfrom triton.language.extra import cuda as _gdc\n", 1)
+        return text.replace(CLEAN_ANCHOR, "    if PDL:\n        tl_cuda.gdc_launch_dependents()\n" + CLEAN_ANCHOR)
+    assert variant == "nowait"
+    return text.replace(WAIT_LINE, "        tl_cuda.gdc_launch_dependents()\n")
 
 
 def load_variant(src: Path, variant: str, workdir: Path):
@@ -88,6 +83,8 @@ def load_variant(src: Path, variant: str, workdir: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if not getattr(mod, "SUPPORTS_PDL", False):
+        raise SystemExit(f"{src}: emitted before PDL support; re-emit the table")
     return mod
 
 
@@ -122,8 +119,9 @@ def module_for(problem: Problem, bucket, lens):
     return Path(rt.__file__).parent / Path(sel.table).parent.name / f"{sel.variant}.py", sel.variant
 
 
-def launch(mod, x, out):
-    return mod.launch(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, out, x.max_context_len, False)
+def launch(mod, x, out, pdl):
+    return mod.launch(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, out, x.max_context_len, False,
+                      pdl=pdl)
 
 
 def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir):
@@ -142,7 +140,7 @@ def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir):
     expect = []
     for i, x in enumerate(sets):
         q.view(torch.uint8).copy_(q_src[i].view(q.shape))
-        expect.append(launch(mods["shipped"], x, new_output(x, 0.0)).clone())
+        expect.append(launch(mods["shipped"], x, new_output(x, 0.0), False).clone())
     torch.cuda.synchronize()
 
     row = {"bucket": f"{bucket.batch}x{bucket.context}", "lens": lens, "variant": variant_name, "floor_us": fl_us}
@@ -150,13 +148,13 @@ def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir):
     row["writer_alone_us"] = t([lambda i=i: write_q(q_src[i], q, False) for i in range(len(sets))])
     row["writer_pdl_alone_us"] = t([lambda i=i: write_q(q_src[i], q, True) for i in range(len(sets))])
     for v in VARIANTS:
-        mod = mods[v]
+        mod, pdl = mods[v], v != "shipped"
         if v != "nowait":
-            row[f"{v}_alone_us"] = t([lambda x=x, o=o: launch(mod, x, o) for x, o in zip(sets, outs)])
+            row[f"{v}_alone_us"] = t([lambda x=x, o=o: launch(mod, x, o, pdl) for x, o in zip(sets, outs)])
         for setting, pdl_writer in (("after", False), ("after_pdl", True)):
-            def step(i, mod=mod, pdl_writer=pdl_writer):
+            def step(i, mod=mod, pdl=pdl, pdl_writer=pdl_writer):
                 write_q(q_src[i], q, pdl_writer)
-                launch(mod, sets[i], outs[i])
+                launch(mod, sets[i], outs[i], pdl)
             for o in outs:
                 o.fill_(float("nan"))
             pair = t([lambda i=i: step(i) for i in range(len(sets))])
