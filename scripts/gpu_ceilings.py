@@ -12,6 +12,9 @@ For each decode bucket, on the same inputs and by the same CUDA-graph replay as 
            access pattern with the compute taken away;
 - paged even: the same, with each request's valid pages shared evenly by its row of programs
            (decode v7's split) instead of fixed chunks;
+- paged even + q (--with-q): the same, each program first reading its request's q and w (8 KB +
+           256 B for fp8, H=64, D=128, from L2) as a scoring program must: what a split with short
+           programs costs before any math;
 - shipped: the runtime API (the dispatch table's pick).
 Each as time and % of the floor (bytes / measured copy bandwidth).
 
@@ -66,11 +69,17 @@ def _stream_kernel(x_ptr, n_words, out_ptr, BLOCK: tl.constexpr, TILES: tl.const
 
 
 @triton.jit
-def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, out_ptr,
+def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, out_ptr, q_ptr,
                        PAGE: tl.constexpr, PAGE_WORDS: tl.constexpr, BLOCK: tl.constexpr, PAGES: tl.constexpr,
-                       EVEN: tl.constexpr):
+                       EVEN: tl.constexpr, Q_WORDS: tl.constexpr):
     b = tl.program_id(0)
     c = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.int32)
+    if Q_WORDS > 0:
+        # Q_WORDS: every program first reads its request's q and w (as the scoring kernel must,
+        # before its first tile), from a small buffer that stays in L2 like the real q.
+        acc ^= tl.load(q_ptr + b * Q_WORDS + offs, mask=offs < Q_WORDS, other=0)
     n_pages = tl.cdiv(tl.load(lens_ptr + b), PAGE)
     # EVEN: the request's valid pages shared evenly by its row of programs (at most PAGES each),
     # as decode v7 does; otherwise fixed chunks of PAGES pages, the programs past the length idle.
@@ -78,8 +87,6 @@ def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, o
     if c * per >= n_pages:
         return  # past the request's length: exit at once, like the decode kernel
     base = kv_ptr.to(tl.pointer_type(tl.int32))
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.int32)
     for i in range(0, tl.minimum(per, n_pages - c * per)):  # valid pages only
         page = tl.load(bt_ptr + b * bt_stride + c * per + i)
         acc ^= tl.load(base + page.to(tl.int64) * page_stride_words + offs, mask=offs < PAGE_WORDS, other=0)
@@ -87,6 +94,7 @@ def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, o
 
 
 EVERY_CONFIG = False  # --every-config: print each config's time, not only the best
+WITH_Q = False  # --with-q: also the paged even read with each program reading its request's q and w first
 
 
 def best_of(make_fns, configs, replays, what=""):
@@ -142,18 +150,27 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
 
     pout = torch.zeros(bucket.batch * width_pages, dtype=torch.int32, device="cuda")
 
-    def paged_fns(cfg, even=False):
+    # q and w of each request, as int32 words (fp8 H=64 D=128: 8 KB + 256 B), for the "paged + q" read
+    q_bytes = 1 if problem.q_dtype == "fp8" else 2
+    q_words = (problem.next_n * problem.heads * (problem.head_dim * q_bytes + 4)) // 4
+    qbuf = torch.randint(-2**31, 2**31 - 1, (bucket.batch * q_words,), dtype=torch.int32, device="cuda")
+
+    def paged_fns(cfg, even=False, with_q=False):
         pages, warps, stages = cfg
         g = (bucket.batch, triton.cdiv(width_pages, pages))
         return [lambda x=x: _paged_read_kernel[g](x.kv_cache, page_stride // 4, x.block_table, x.block_table.stride(0),
-                                                  x.context_lens, pout, PAGE=page, PAGE_WORDS=page_bytes // 4,
-                                                  BLOCK=triton.next_power_of_2(page_bytes // 4), PAGES=pages,
-                                                  EVEN=even, num_warps=warps, num_stages=stages) for x in sets]
+                                                  x.context_lens, pout, qbuf, PAGE=page, PAGE_WORDS=page_bytes // 4,
+                                                  BLOCK=triton.next_power_of_2(max(page_bytes, q_words * 4) // 4),
+                                                  PAGES=pages, EVEN=even, Q_WORDS=q_words if with_q else 0,
+                                                  num_warps=warps, num_stages=stages) for x in sets]
 
     paged_configs = list(itertools.product((1, 2, 4, 8, 16), (4, 8), (2, 3)))
     row["paged"] = best_of(paged_fns, paged_configs, replays, "paged (pages, warps, stages)")
     row["paged_even"] = best_of(lambda cfg: paged_fns(cfg, even=True), paged_configs, replays,
                                 "paged even (pages, warps, stages)")
+    if WITH_Q:
+        row["paged_even_q"] = best_of(lambda cfg: paged_fns(cfg, even=True, with_q=True), paged_configs, replays,
+                                      "paged even + q (pages, warps, stages)")
 
     call = _api_call(problem)
     outs = [new_output(x, 0.0) for x in sets]
@@ -178,13 +195,15 @@ def main() -> None:
     ap.add_argument("--buckets", default="1x8192:full,64x8192:full,64x8192:quarter,256x8192:quarter,64x32768:full,"
                     "64x131072:full,256x131072:full", help="BxCONTEXT:full|quarter, comma-separated")
     ap.add_argument("--every-config", action="store_true", help="print each stream / paged config's time")
+    ap.add_argument("--with-q", action="store_true",
+                    help="also time 'paged even + q': each program reads its request's q and w before its pages")
     args = ap.parse_args()
     try:
         cases = parse_bucket_specs(args.buckets, lens_modes=DECODE_LENS_MODES)
     except ValueError as exc:
         ap.error(str(exc))
-    global EVERY_CONFIG
-    EVERY_CONFIG = args.every_config
+    global EVERY_CONFIG, WITH_Q
+    EVERY_CONFIG, WITH_Q = args.every_config, args.with_q
     torch.manual_seed(0)
     warm_up_gpu()
     copy_bw = measure_copy_bandwidth()
@@ -196,7 +215,7 @@ def main() -> None:
         rows.append(row)
         print(f"{row['bucket']:>10} {lens:>7} floor {row['floor_us']:8.1f} us | empty {fmt(row, 'empty')} | chain "
               f"{fmt(row, 'chain')} | stream {fmt(row, 'stream')} | paged {fmt(row, 'paged')} | paged even "
-              f"{fmt(row, 'paged_even')} | shipped "
+              f"{fmt(row, 'paged_even')} | paged even + q {fmt(row, 'paged_even_q')} | shipped "
               f"{fmt(row, 'shipped')}", flush=True)
         if row.get("stream"):
             print(f"    stream cfg (block, tiles, warps) {row['stream'][0]}; paged cfg (pages, warps, stages) "
@@ -211,10 +230,12 @@ def main() -> None:
             return v
         with open(args.out, "w") as f:
             json.dump({"copy_bw": copy_bw, "rows": [{k: enc(v) for k, v in r.items()} for r in rows]}, f, indent=1)
-    print("\nbucket lens | floor | empty | chain | stream | paged | paged even | shipped   (p50 per launch, % of floor)")
+    print("\nbucket lens | floor | empty | chain | stream | paged | paged even | paged even + q | shipped   "
+          "(p50 per launch, % of floor)")
     for r in rows:
         print(f"{r['bucket']} {r['lens']} | {r['floor_us']:.1f} us | {fmt(r, 'empty')} | {fmt(r, 'chain')} | "
-              f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'paged_even')} | {fmt(r, 'shipped')}")
+              f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'paged_even')} | {fmt(r, 'paged_even_q')} | "
+              f"{fmt(r, 'shipped')}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ with pdl=True):
 - trigger: as wait, plus `gdc_launch_dependents()` right after it, so the next kernel in the
            stream may launch as soon as every program of this one has started;
 - trigger_end: as wait, with `gdc_launch_dependents()` after the program's last tile instead;
+- wait_after_lens: the wait moved after the request's length is read (before q, the block
+           table and the cache): how much the lengths' round trip is worth. Not shippable as is:
+           correct only where nothing writes the lengths right before the indexer, which the
+           API cannot know (the q-writer below never writes them, so its check passes);
 - nowait:  the trigger instead of the wait: unsafe on purpose (the negative control of the
            correctness check below: it may read q before its predecessor has written it).
 (Calls 1-2 of docs/perf_logs/h200_pdl/ ran this script as of commit 991ddde, which patched the
@@ -60,7 +64,8 @@ from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  #
 
 WAIT_LINE = "        tl_cuda.gdc_wait()\n"
 CLEAN_ANCHOR = "    if CLEAN:\n"
-VARIANTS = ("shipped", "wait", "trigger", "trigger_end", "nowait")
+Q_ANCHOR = "    q_rows = b.to(tl.int64) * q_stride_b"
+VARIANTS = ("shipped", "wait", "trigger", "trigger_end", "wait_after_lens", "nowait")
 
 
 def patched_source(text: str, variant: str) -> str:
@@ -73,6 +78,11 @@ def patched_source(text: str, variant: str) -> str:
         return text.replace(WAIT_LINE, WAIT_LINE + "        tl_cuda.gdc_launch_dependents()\n")
     if variant == "trigger_end":  # once this program has issued its last read of the cache
         return text.replace(CLEAN_ANCHOR, "    if PDL:\n        tl_cuda.gdc_launch_dependents()\n" + CLEAN_ANCHOR)
+    if variant == "wait_after_lens":  # the lengths read before the wait: see the module docstring
+        if text.count(Q_ANCHOR) != 1:
+            raise ValueError("the module does not have the decode template's split-grid q load; re-emit it")
+        text = text.replace(WAIT_LINE, "        pass\n")
+        return text.replace(Q_ANCHOR, "    if PDL:\n        tl_cuda.gdc_wait()\n" + Q_ANCHOR)
     assert variant == "nowait"
     return text.replace(WAIT_LINE, "        tl_cuda.gdc_launch_dependents()\n")
 
