@@ -58,3 +58,20 @@ def test_template_ab_catches_a_wrong_candidate(tmp_path):
                            "--buckets", "2x512:full", "--configs", DECODE.replace("DOT", "fp16")],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 1 and "REJECT alt bt32_tp4_w4_s3_fp16_kr: wrong_answer" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_xcompile_template_ab_reports_resources_of_both_templates():
+    """scripts/xcompile_template_ab.py: a real sm_90 compile of the current and a candidate
+    template (here: the current one copied, so both lines must agree)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "decode_paged.py.jinja").write_text((ROOT / "templates" / "decode_paged.py.jinja").read_text())
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "xcompile_template_ab.py"), "--alt", d,
+                               "--configs", '[{"block_t":64,"tiles_per_program":4,"num_warps":4,"num_stages":3,'
+                               '"orient":"k_rows"}]'], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("bt64_tp4_w4_s3_kr")]
+    assert [r[1] for r in rows] == ["current", "alt"] and rows[0][2:] == rows[1][2:], proc.stdout
+    regs, spills, shared, programs = map(int, rows[0][2:])
+    assert regs > 0 and spills == 0 and shared >= 3 * 64 * 128 and 1 <= programs <= 32
