@@ -134,8 +134,23 @@ def launch(mod, x, out, pdl):
                       pdl=pdl)
 
 
-def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir):
+def rerender(src: Path, template_dir: Path, workdir: Path) -> Path:
+    """The same variant (problem and config of the table's module) rendered from other templates."""
+    from tuner.problem import Config
+    from tuner.render import render
+
+    text = src.read_text()
+    config = Config(**json.loads(text.split("\n# config:  ", 1)[1].split("\n", 1)[0]))
+    out = workdir / f"{src.stem}__alt.py"
+    out.write_text(render(Problem(), config, template_dir))
+    return out
+
+
+def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir, template_dir=None):
     src, variant_name = module_for(problem, bucket, lens)
+    if template_dir is not None:
+        src = rerender(src, template_dir, workdir)
+        variant_name += " (alt templates)"
     mods = {v: load_variant(src, v, workdir) for v in VARIANTS}
     sets = timing_inputs(problem, bucket, lens)
     fl_us = floor_ms(sets[0], False, copy_bw=copy_bw) * 1e3
@@ -183,6 +198,9 @@ def main() -> int:
                     "32x32768:full,1x1048576:full")
     ap.add_argument("--replays", type=int, default=30)
     ap.add_argument("--out", default=None, help="JSON file for the rows")
+    ap.add_argument("--alt", type=Path, default=None,
+                    help="a folder of candidate templates (experiments/<name>): each bucket's table config is "
+                         "rendered from templates/ with these files put over it, instead of the emitted module")
     args = ap.parse_args()
     try:
         cases = parse_bucket_specs(args.buckets)
@@ -200,9 +218,14 @@ def main() -> int:
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
     problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
     rows = []
+    template_dir = None
+    if args.alt is not None:
+        from gpu_template_ab import overlay  # templates/ with the candidate's files over it
+
+        template_dir = overlay(args.alt)
     with tempfile.TemporaryDirectory() as tmp:
         for bucket, lens in cases:
-            row = measure_bucket(problem, bucket, lens, copy_bw, args.replays, Path(tmp))
+            row = measure_bucket(problem, bucket, lens, copy_bw, args.replays, Path(tmp), template_dir)
             rows.append(row)
             print(json.dumps(row), flush=True)
             torch.cuda.empty_cache()
