@@ -85,6 +85,25 @@ def test_bench_cli_rejects_unknown_method():
     assert r.exit_code != 0 and "--batch" in r.output
 
 
+def test_bench_shipped_pdl_is_skipped_with_a_note_off_sm90(tmp_path, device):
+    """shipped_pdl (programmatic dependent launch) needs sm_90+: on the CPU loop it is skipped, and
+    the bench says so instead of writing nothing silently."""
+    if device != "cpu":
+        pytest.skip("the CPU loop")
+    from click.testing import CliRunner
+
+    import cli
+
+    out = tmp_path / "bench.jsonl"
+    r = CliRunner().invoke(cli.main, ["bench", "--interpret", "--heads", "16", "--head-dim", "32", "--page-size", "32",
+                                      "--batch", "2", "--context", "128", "--lens", "full", "--replays", "3",
+                                      "--methods", "shipped,shipped_pdl", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "note: shipped_pdl skipped: programmatic dependent launch is for decode on a CUDA device of compute " \
+           "capability 9.0 or newer" in r.output
+    assert {row["method"] for row in read_rows(out)} == {"shipped"}
+
+
 def test_fallback_ratio_pairs_rows_of_one_run():
     """The fallback / shipped column divides rows timed together, never the newest shipped row of
     one run by the fallback of another."""
