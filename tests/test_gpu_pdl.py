@@ -11,6 +11,8 @@ python3 -m pytest -q -s -m gpu tests/test_gpu_pdl.py
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import triton
@@ -85,3 +87,21 @@ def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
         ref = paged_mqa_logits_ref(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in x.args()],
                                    True, scale_layout=x.scale_layout)
         check_output(buf, out, ref.to(out.device), valid, True, "the valid rule")
+
+
+@pytest.mark.gpu
+def test_pdl_gate_passes_the_shipped_module(tmp_path):
+    """tuner.pdl_gate (what `verify` runs on every decode entry) on the table's 64 x 8K module."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("PDL needs sm_90+")
+    from kernels_generated import _dispatch
+    from tuner.pdl_gate import pdl_gate, pdl_supported
+
+    x = make_decode_inputs(DECODE, 64, 8192, "random", seed=31, device="cuda")
+    sel = K.paged_selection(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, x.max_context_len)
+    table = _dispatch.load_table(sel.table)
+    module = _dispatch.load_kernel(Path(sel.table).parent, sel.variant, table["modules"][sel.variant])
+    assert pdl_supported(module, "cuda")
+    q_before = x.q.clone()
+    pdl_gate(module, x, seed=3)
+    assert torch.equal(x.q.view(torch.uint8), q_before.view(torch.uint8))  # the gate restores q

@@ -164,3 +164,15 @@ def test_pdl_wait_is_compiled_in_before_any_load_only_when_asked():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "PDL=False wait=False wait_before_loads=False" in proc.stdout, proc.stdout
     assert "PDL=True wait=True wait_before_loads=True" in proc.stdout, proc.stdout
+
+
+def test_pdl_gate_applies_only_to_pdl_modules_on_sm90_cuda(tmp_path):
+    from types import SimpleNamespace
+
+    from tuner.pdl_gate import pdl_supported
+
+    assert not pdl_supported(SimpleNamespace(SUPPORTS_PDL=True), "cpu")
+    assert not pdl_supported(SimpleNamespace(), "cpu")
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9:
+        assert pdl_supported(SimpleNamespace(SUPPORTS_PDL=True), "cuda")
+        assert not pdl_supported(SimpleNamespace(), "cuda")  # a module emitted before the switch

@@ -2,7 +2,9 @@
 
 Each module's sha256 is checked against its table, then the module runs tuner.gates.run_all_gates
 (reference values, the -inf mask, CUDA-graph replay with other lengths, a poisoned block table)
-on fresh random inputs of its bucket's shape (capped). On a GPU the module runs as shipped. On
+on fresh random inputs of its bucket's shape (capped); a decode module on an sm_90+ GPU also runs
+tuner.pdl_gate (its programmatic dependent launch, after a kernel that writes q, must equal its
+plain launch). On a GPU the module runs as shipped. On
 CPU it runs under TRITON_INTERPRET=1, whose bf16/fp8 tl.dot is wrong: a module with a native dot
 is checked through its stand-in, the same (problem, config) rendered with an fp16 (fp8 inputs)
 or fp32 (bf16) dot: same tiling, masks and addressing, but the native dot itself is checked only
@@ -103,7 +105,14 @@ class _Checker:
                     module = load_module(render_emit(problem, config, Path(self._tmp.name)))
                 err = run_all_gates(module, problem, _inputs(problem, shape, self.seed, self.device),
                                     clean_logits=True, seed=self.seed)
-                self._done[key] = (True, f"rel err {err:.2e}")
+                detail = f"rel err {err:.2e}"
+                if as_shipped and self.on_gpu and problem.is_decode:
+                    from .pdl_gate import pdl_gate, pdl_supported
+
+                    if pdl_supported(module, self.device):
+                        pdl_gate(module, _inputs(problem, shape, self.seed + 1, self.device), seed=self.seed)
+                        detail += ", PDL launch ok"
+                self._done[key] = (True, detail)
             except GateFailure as exc:
                 self._done[key] = (False, f"{exc.reason}: {exc.detail}")
             except Exception as exc:  # a module that does not even run is a failure to report, not a crash
