@@ -90,18 +90,22 @@ def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
 
 
 @pytest.mark.gpu
-def test_pdl_gate_passes_the_shipped_module(tmp_path):
+@pytest.mark.parametrize("problem", [DECODE, Problem(q_dtype="bf16", cache_dtype="bf16", scale_layout="none")],
+                         ids=["fp8", "bf16"])
+def test_pdl_gate_passes_the_shipped_module(problem, tmp_path):
     """tuner.pdl_gate (what `verify` runs on every decode entry) on the table's 64 x 8K module."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("PDL needs sm_90+")
     from kernels_generated import _dispatch
     from tuner.pdl_gate import pdl_gate, pdl_supported
 
-    x = make_decode_inputs(DECODE, 64, 8192, "random", seed=31, device="cuda")
-    sel = K.paged_selection(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, x.max_context_len)
+    x = make_decode_inputs(problem, 64, 8192, "random", seed=31, device="cuda")
+    sel = K.paged_selection(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, x.max_context_len,
+                            scale_layout=x.scale_layout)
     table = _dispatch.load_table(sel.table)
     module = _dispatch.load_kernel(Path(sel.table).parent, sel.variant, table["modules"][sel.variant])
     assert pdl_supported(module, "cuda")
     q_before = x.q.clone()
     pdl_gate(module, x, seed=3)
     assert torch.equal(x.q.view(torch.uint8), q_before.view(torch.uint8))  # the gate restores q
+    assert sel.variant.startswith(f"decode_paged__{problem.cache_dtype}_")

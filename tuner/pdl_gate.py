@@ -36,8 +36,10 @@ def pdl_supported(module, device) -> bool:
 
 
 def _write_q(src: torch.Tensor, q: torch.Tensor) -> None:
+    """q <- src (same shape and dtype, contiguous), byte for byte, as a PDL launch."""
     n = q.numel() * q.element_size()
-    _write_bytes[(triton.cdiv(n, 4096),)](src, q.view(torch.uint8), n, BLOCK=4096, num_warps=4, launch_pdl=True)
+    _write_bytes[(triton.cdiv(n, 4096),)](src.view(torch.uint8), q.view(torch.uint8), n, BLOCK=4096, num_warps=4,
+                                          launch_pdl=True)
 
 
 def _launch(module, x: DecodeInputs, out: torch.Tensor, clean_logits: bool, pdl: bool) -> torch.Tensor:
@@ -50,12 +52,13 @@ def pdl_gate(module, inputs: DecodeInputs, clean_logits: bool = True, seed: int 
     q = inputs.q
     original = q.clone()
     gen = torch.Generator(device=q.device).manual_seed(seed + 101)
-    sources = [(torch.randn(q.shape, device=q.device, generator=gen) * 0.5).to(q.dtype).view(torch.uint8).flatten()
-               for _ in range(2)]
+    if not q.is_contiguous():
+        raise ValueError("inputs.q: the PDL gate writes q byte for byte and needs it contiguous")
+    sources = [(torch.randn(q.shape, device=q.device, generator=gen) * 0.5).to(q.dtype) for _ in range(2)]
     try:
         expect = []
         for src in sources:
-            q.view(torch.uint8).copy_(src.view(q.shape))
+            q.copy_(src)
             expect.append(_launch(module, inputs, new_output(inputs, float("nan")), clean_logits, False).clone())
         outs = [new_output(inputs, float("nan")) for _ in sources]
         stream = torch.cuda.Stream(device=q.device)
