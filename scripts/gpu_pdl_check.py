@@ -51,13 +51,11 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-from triton.language.extra import cuda as tlcuda  # noqa: E402
 
 from tuner.buckets import parse_bucket_specs  # noqa: E402
 from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
+from tuner.pdl_gate import write_q  # noqa: E402
 from tuner.problem import Problem  # noqa: E402
 from tuner.roofline import floor_ms  # noqa: E402
 from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  # noqa: E402
@@ -96,22 +94,6 @@ def load_variant(src: Path, variant: str, workdir: Path):
     if not getattr(mod, "SUPPORTS_PDL", False):
         raise SystemExit(f"{src}: emitted before PDL support; re-emit the table")
     return mod
-
-
-@triton.jit
-def _q_writer(src_ptr, dst_ptr, n_bytes, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    if PDL:
-        tlcuda.gdc_wait()
-        tlcuda.gdc_launch_dependents()
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n_bytes), mask=offs < n_bytes)
-
-
-def write_q(src: torch.Tensor, q: torch.Tensor, pdl: bool) -> None:
-    n = q.numel() * q.element_size()
-    block = 4096
-    _q_writer[(triton.cdiv(n, block),)](src, q.view(torch.uint8), n, BLOCK=block, PDL=pdl, num_warps=4,
-                                        launch_pdl=pdl)
 
 
 def module_for(problem: Problem, bucket, lens):
@@ -157,14 +139,13 @@ def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir, template_di
     q = sets[0].q  # the sets share q (they differ in block tables)
     assert all(x.q.data_ptr() == q.data_ptr() for x in sets)
     gen = torch.Generator(device="cuda").manual_seed(1)
-    q_src = [(torch.randn(q.shape, device="cuda", generator=gen) * 0.5).to(q.dtype).view(torch.uint8).flatten()
-             for _ in sets]
+    q_src = [(torch.randn(q.shape, device="cuda", generator=gen) * 0.5).to(q.dtype) for _ in sets]
     outs = [new_output(x, 0.0) for x in sets]
 
     # The shipped kernel's logits for each q source, eagerly: the reference of the graph checks.
     expect = []
     for i, x in enumerate(sets):
-        q.view(torch.uint8).copy_(q_src[i].view(q.shape))
+        q.copy_(q_src[i])
         expect.append(launch(mods["shipped"], x, new_output(x, 0.0), False).clone())
     torch.cuda.synchronize()
 

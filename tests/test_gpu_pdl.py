@@ -1,7 +1,8 @@
 """Programmatic dependent launch of the shipped decode kernels on a real GPU (sm_90+).
 
-In one CUDA graph, a kernel writes a new q right before each indexer call; both are PDL launches
-(the writer waits for its predecessor and lets its dependents launch at its start), so the
+In one CUDA graph, a kernel writes a new q right before each indexer call (tuner.pdl_gate.write_q);
+both are PDL launches (the writer waits for its predecessor and lets its dependents launch at its
+start), so the
 indexer's programs start while the writer may still be running. Every call must score the q
 written just before it: the logits equal those of the same call without PDL, and the
 reference's. A kernel that read q before `griddepcontrol.wait` returned would score an older q
@@ -15,30 +16,15 @@ from pathlib import Path
 
 import pytest
 import torch
-import triton
-import triton.language as tl
 from _helpers import check_output
-from triton.language.extra import cuda as tl_cuda
 
 import kernels_generated as K
 from tuner.inputs import make_decode_inputs
+from tuner.pdl_gate import write_q
 from tuner.problem import Problem
 from tuner.reference import paged_mqa_logits_ref
 
 DECODE = Problem()  # fp8, H=64, D=128, page 64, page-blocked, next_n 1
-
-
-@triton.jit
-def _write_q(src_ptr, dst_ptr, n_bytes, BLOCK: tl.constexpr):
-    tl_cuda.gdc_wait()
-    tl_cuda.gdc_launch_dependents()
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n_bytes), mask=offs < n_bytes)
-
-
-def _writer(src: torch.Tensor, q: torch.Tensor) -> None:
-    n = q.numel() * q.element_size()
-    _write_q[(triton.cdiv(n, 4096),)](src, q.view(torch.uint8), n, BLOCK=4096, num_warps=4, launch_pdl=True)
 
 
 @pytest.mark.gpu
@@ -49,8 +35,7 @@ def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
     x = make_decode_inputs(DECODE, batch, context, lens, seed=21, device="cuda")
     q = x.q
     gen = torch.Generator(device="cuda").manual_seed(22)
-    srcs = [(torch.randn(q.shape, device="cuda", generator=gen) * 0.5).to(q.dtype).view(torch.uint8).flatten()
-            for _ in range(4)]
+    srcs = [(torch.randn(q.shape, device="cuda", generator=gen) * 0.5).to(q.dtype) for _ in range(4)]
     rows = q.shape[0] * q.shape[1]
     bufs = [torch.full((rows, context + 3), float("nan"), device="cuda") for _ in srcs]
     outs = [b[:, :context] for b in bufs]
@@ -61,20 +46,20 @@ def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
 
     expect = []
     for src in srcs:
-        q.view(torch.uint8).copy_(src.view(q.shape))
+        q.copy_(src)
         expect.append(call(None, False).clone())
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # compile and load outside the capture
-        _writer(srcs[0], q)
+        write_q(srcs[0], q)
         call(outs[0], True)
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for src, out in zip(srcs, outs):
-            _writer(src, q)
+            write_q(src, q)
             call(out, True)
     for _ in range(20):
         graph.replay()
@@ -83,7 +68,7 @@ def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
     valid = x.valid_mask()
     for i, (buf, out) in enumerate(zip(bufs, outs)):
         assert torch.equal(out[valid], expect[i][valid]), f"call {i}: PDL logits differ from the plain launch's"
-        q.view(torch.uint8).copy_(srcs[i].view(q.shape))
+        q.copy_(srcs[i])
         ref = paged_mqa_logits_ref(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in x.args()],
                                    True, scale_layout=x.scale_layout)
         check_output(buf, out, ref.to(out.device), valid, True, "the valid rule")

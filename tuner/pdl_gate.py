@@ -21,9 +21,10 @@ from .inputs import DecodeInputs
 
 
 @triton.jit
-def _write_bytes(src_ptr, dst_ptr, n_bytes, BLOCK: tl.constexpr):
-    tl_cuda.gdc_wait()
-    tl_cuda.gdc_launch_dependents()
+def _write_bytes(src_ptr, dst_ptr, n_bytes, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    if PDL:  # wait for the kernel before; let the one after launch at once
+        tl_cuda.gdc_wait()
+        tl_cuda.gdc_launch_dependents()
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n_bytes), mask=offs < n_bytes)
 
@@ -35,11 +36,13 @@ def pdl_supported(module, device) -> bool:
             and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
-def _write_q(src: torch.Tensor, q: torch.Tensor) -> None:
-    """q <- src (same shape and dtype, contiguous), byte for byte, as a PDL launch."""
+def write_q(src: torch.Tensor, q: torch.Tensor, pdl: bool = True) -> None:
+    """q <- src (same shape and dtype, contiguous), byte for byte, by a kernel: the predecessor a
+    model step's q quantisation would be. pdl=True: a PDL launch that lets its dependents start
+    at once; pdl=False: a plain launch."""
     n = q.numel() * q.element_size()
-    _write_bytes[(triton.cdiv(n, 4096),)](src.view(torch.uint8), q.view(torch.uint8), n, BLOCK=4096, num_warps=4,
-                                          launch_pdl=True)
+    _write_bytes[(triton.cdiv(n, 4096),)](src.view(torch.uint8), q.view(torch.uint8), n, BLOCK=4096, PDL=pdl,
+                                          num_warps=4, launch_pdl=pdl)
 
 
 def _launch(module, x: DecodeInputs, out: torch.Tensor, clean_logits: bool, pdl: bool) -> torch.Tensor:
@@ -64,14 +67,14 @@ def pdl_gate(module, inputs: DecodeInputs, clean_logits: bool = True, seed: int 
         stream = torch.cuda.Stream(device=q.device)
         stream.wait_stream(torch.cuda.current_stream(q.device))
         with torch.cuda.stream(stream):  # compile and load outside the capture
-            _write_q(sources[0], q)
+            write_q(sources[0], q)
             _launch(module, inputs, outs[0], clean_logits, True)
         torch.cuda.current_stream(q.device).wait_stream(stream)
         torch.cuda.synchronize(q.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             for src, out in zip(sources, outs):
-                _write_q(src, q)
+                write_q(src, q)
                 _launch(module, inputs, out, clean_logits, True)
         for _ in range(replays):
             graph.replay()
