@@ -37,12 +37,18 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
+def _env_flag(name: str, default: str) -> tuple[bool, str]:
+    """(value, the setting's text) of a boolean environment variable; a ValueError naming it for
+    anything but the accepted spellings."""
+    text = os.environ.get(name, default).strip().lower() or default
+    if text not in _TRUE + _FALSE:
+        raise ValueError(f"{name}: expected one of {list(_TRUE + _FALSE)}, got {text!r}")
+    return text in _TRUE, text
+
+
 def _want_value_checks(flag: Optional[bool], device: torch.device) -> bool:
     if flag is None:
-        text = os.environ.get(ENV_CHECK_VALUES, "1").strip().lower() or "1"
-        if text not in _TRUE + _FALSE:
-            raise ValueError(f"{ENV_CHECK_VALUES}: expected one of {list(_TRUE + _FALSE)}, got {text!r}")
-        flag = text in _TRUE
+        flag = _env_flag(ENV_CHECK_VALUES, "1")[0]
     if flag and device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         return False  # reading lengths would synchronise the stream and break the capture
     return bool(flag)
@@ -54,10 +60,8 @@ def _want_pdl(flag: Optional[bool], device: torch.device, sel: Selection) -> boo
     launched the same way (about 1 us a call on the H200), and costs ~0.1 us after a plain one
     (docs/PERF.md, "Programmatic dependent launch")."""
     if flag is None:
-        text = os.environ.get(ENV_PDL, "0").strip().lower() or "0"
-        if text not in _TRUE + _FALSE:
-            raise ValueError(f"{ENV_PDL}: expected one of {list(_TRUE + _FALSE)}, got {text!r}")
-        flag, what = text in _TRUE, f"{ENV_PDL}={text}"
+        flag, text = _env_flag(ENV_PDL, "0")
+        what = f"{ENV_PDL}={text}"
     elif not isinstance(flag, bool):
         raise ValueError(f"enable_pdl: expected True, False or None, got {flag!r}")
     else:
