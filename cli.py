@@ -293,7 +293,8 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     import os
     import uuid
 
-    from tuner.bench import METHODS, append_rows, bench_bucket, pdl_capable
+    from tuner.bench import METHODS, append_rows, bench_bucket
+    from tuner.pdl_gate import pdl_capable
     from tuner.problem import Bucket, Problem
     from tuner.space import sample_points, target_for
     from tuner.store import now_iso

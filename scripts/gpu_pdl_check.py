@@ -53,9 +53,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from tuner.buckets import parse_bucket_specs  # noqa: E402
+from tuner.gates import launch as gates_launch  # noqa: E402
 from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
-from tuner.pdl_gate import write_q  # noqa: E402
+from tuner.pdl_gate import pdl_capable, write_q  # noqa: E402
 from tuner.problem import Problem  # noqa: E402
 from tuner.roofline import floor_ms  # noqa: E402
 from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  # noqa: E402
@@ -112,8 +113,7 @@ def module_for(problem: Problem, bucket, lens):
 
 
 def launch(mod, x, out, pdl):
-    return mod.launch(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, out, x.max_context_len, False,
-                      pdl=pdl)
+    return gates_launch(mod, x, out, False, pdl=pdl)
 
 
 def rerender(src: Path, template_dir: Path, workdir: Path) -> Path:
@@ -190,7 +190,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: run on the GPU host", file=sys.stderr)
         return 2
-    if torch.cuda.get_device_capability()[0] < 9:
+    if not pdl_capable("cuda"):
         print("PDL needs sm_90 or newer", file=sys.stderr)
         return 2
     torch.manual_seed(0)

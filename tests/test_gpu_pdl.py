@@ -20,7 +20,7 @@ from _helpers import check_output
 
 import kernels_generated as K
 from tuner.inputs import make_decode_inputs
-from tuner.pdl_gate import write_q
+from tuner.pdl_gate import pdl_capable, write_q
 from tuner.problem import Problem
 from tuner.reference import paged_mqa_logits_ref
 
@@ -30,7 +30,7 @@ DECODE = Problem()  # fp8, H=64, D=128, page 64, page-blocked, next_n 1
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch, context, lens", [(64, 8192, "full"), (3, 40000, "random")])
 def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
-    if torch.cuda.get_device_capability()[0] < 9:
+    if not pdl_capable("cuda"):
         pytest.skip("PDL needs sm_90+")
     x = make_decode_inputs(DECODE, batch, context, lens, seed=21, device="cuda")
     q = x.q
@@ -79,7 +79,7 @@ def test_pdl_decode_scores_the_q_written_just_before(batch, context, lens):
                          ids=["fp8", "bf16"])
 def test_pdl_gate_passes_the_shipped_module(problem, tmp_path):
     """tuner.pdl_gate (what `verify` runs on every decode entry) on the table's 64 x 8K module."""
-    if torch.cuda.get_device_capability()[0] < 9:
+    if not pdl_capable("cuda"):
         pytest.skip("PDL needs sm_90+")
     from kernels_generated import _dispatch
     from tuner.pdl_gate import pdl_gate, pdl_supported

@@ -169,8 +169,9 @@ def test_pdl_wait_is_compiled_in_before_any_load_only_when_asked():
 def test_pdl_gate_applies_only_to_pdl_modules_on_sm90_cuda(tmp_path):
     from types import SimpleNamespace
 
-    from tuner.pdl_gate import pdl_supported
+    from tuner.pdl_gate import pdl_capable, pdl_supported
 
+    assert not pdl_capable("cpu")
     assert not pdl_supported(SimpleNamespace(SUPPORTS_PDL=True), "cpu")
     assert not pdl_supported(SimpleNamespace(), "cpu")
     if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9:
@@ -188,3 +189,21 @@ def test_q_writer_copies_q_byte_for_byte(dtype):
     src = (torch.randn(3, 2, 64, 128) * 0.5).to(dtype)
     write_q(src, q, pdl=False)
     assert torch.equal(q.view(torch.uint8), src.view(torch.uint8))
+
+
+def test_gates_launch_passes_pdl_only_when_asked_and_only_to_decode():
+    """tuner.gates.launch: pdl=True reaches a decode module's launch(); without it, no pdl= at all
+    (modules emitted before PDL support take none); a prefill module refuses it by name."""
+    from types import SimpleNamespace
+
+    from tuner.gates import launch
+    from tuner.inputs import make_prefill_inputs
+
+    seen = []
+    module = SimpleNamespace(launch=lambda *args, **kw: seen.append(kw))
+    launch(module, X, None, True)
+    launch(module, X, None, True, pdl=True)
+    assert seen == [{}, {"pdl": True}]
+    p = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0, heads=16, head_dim=32), 4, 64, seed=1)
+    with pytest.raises(ValueError, match="^pdl: only decode modules"):
+        launch(module, p, None, True, pdl=True)

@@ -35,6 +35,7 @@ import torch
 from .gates import launch, new_output
 from .inputs import DecodeInputs, PrefillPagedInputs
 from .measure import time_candidate, timing_inputs
+from .pdl_gate import pdl_capable
 from .problem import Bucket, Config, Problem, variant_name
 from .render import emit, load_module
 from .roofline import floor_ms
@@ -181,12 +182,6 @@ def autotune_pick(modules: dict, inputs, clean_logits: bool = False):
     if best is None:
         raise RuntimeError("autotune: no candidate fits this GPU:\n  " + "\n  ".join(unfit))
     return best[0]
-
-
-def pdl_capable(device: str) -> bool:
-    """Programmatic dependent launch needs a CUDA device of compute capability 9.0 or newer."""
-    dev = torch.device(device)
-    return dev.type == "cuda" and torch.cuda.get_device_capability(dev)[0] >= 9
 
 
 def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Sequence[Config], timer: str,

@@ -42,11 +42,15 @@ def new_output(inputs, fill=float("nan")) -> torch.Tensor:
     return torch.full((inputs.q.shape[0], inputs.kv[0].shape[0]), fill, dtype=torch.float32, device=inputs.q.device)
 
 
-def launch(module, inputs, out: torch.Tensor, clean_logits: bool) -> torch.Tensor:
-    """Call a generated module's launcher with the family's argument list."""
+def launch(module, inputs, out: torch.Tensor, clean_logits: bool, pdl: bool = False) -> torch.Tensor:
+    """Call a generated module's launcher with the family's argument list. pdl=True: a decode
+    module's programmatic dependent launch (modules emitted before PDL support take no pdl=)."""
     if isinstance(inputs, DecodeInputs):
+        extra = {"pdl": True} if pdl else {}
         return module.launch(inputs.q, inputs.kv_cache, inputs.weights, inputs.context_lens, inputs.block_table,
-                             out, inputs.max_context_len, clean_logits)
+                             out, inputs.max_context_len, clean_logits, **extra)
+    if pdl:
+        raise ValueError("pdl: only decode modules launch as programmatic dependents")
     if isinstance(inputs, PrefillPagedInputs):
         return module.launch(inputs.q, inputs.kv_cache, inputs.weights, inputs.row_request, inputs.row_limit,
                              inputs.block_table, out, inputs.max_context_len, clean_logits)

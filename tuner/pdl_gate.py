@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from .gates import GateFailure, new_output
+from .gates import GateFailure, launch, new_output
 from .inputs import DecodeInputs
 
 
@@ -29,11 +29,15 @@ def _write_bytes(src_ptr, dst_ptr, n_bytes, BLOCK: tl.constexpr, PDL: tl.constex
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n_bytes), mask=offs < n_bytes)
 
 
-def pdl_supported(module, device) -> bool:
-    """The module takes pdl= and the device can launch it so (CUDA, compute capability >= 9)."""
+def pdl_capable(device) -> bool:
+    """Programmatic dependent launch needs a CUDA device of compute capability 9.0 or newer."""
     device = torch.device(device)
-    return (getattr(module, "SUPPORTS_PDL", False) is True and device.type == "cuda"
-            and torch.cuda.get_device_capability(device)[0] >= 9)
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def pdl_supported(module, device) -> bool:
+    """The module takes pdl= and the device can launch it so."""
+    return getattr(module, "SUPPORTS_PDL", False) is True and pdl_capable(device)
 
 
 def write_q(src: torch.Tensor, q: torch.Tensor, pdl: bool = True) -> None:
@@ -43,11 +47,6 @@ def write_q(src: torch.Tensor, q: torch.Tensor, pdl: bool = True) -> None:
     n = q.numel() * q.element_size()
     _write_bytes[(triton.cdiv(n, 4096),)](src.view(torch.uint8), q.view(torch.uint8), n, BLOCK=4096, PDL=pdl,
                                           num_warps=4, launch_pdl=pdl)
-
-
-def _launch(module, x: DecodeInputs, out: torch.Tensor, clean_logits: bool, pdl: bool) -> torch.Tensor:
-    return module.launch(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, out, x.max_context_len,
-                         clean_logits, pdl=pdl)
 
 
 def pdl_gate(module, inputs: DecodeInputs, clean_logits: bool = True, seed: int = 0, replays: int = 3) -> None:
@@ -62,20 +61,20 @@ def pdl_gate(module, inputs: DecodeInputs, clean_logits: bool = True, seed: int 
         expect = []
         for src in sources:
             q.copy_(src)
-            expect.append(_launch(module, inputs, new_output(inputs, float("nan")), clean_logits, False).clone())
+            expect.append(launch(module, inputs, new_output(inputs, float("nan")), clean_logits).clone())
         outs = [new_output(inputs, float("nan")) for _ in sources]
         stream = torch.cuda.Stream(device=q.device)
         stream.wait_stream(torch.cuda.current_stream(q.device))
         with torch.cuda.stream(stream):  # compile and load outside the capture
             write_q(sources[0], q)
-            _launch(module, inputs, outs[0], clean_logits, True)
+            launch(module, inputs, outs[0], clean_logits, pdl=True)
         torch.cuda.current_stream(q.device).wait_stream(stream)
         torch.cuda.synchronize(q.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             for src, out in zip(sources, outs):
                 write_q(src, q)
-                _launch(module, inputs, out, clean_logits, True)
+                launch(module, inputs, out, clean_logits, pdl=True)
         for _ in range(replays):
             graph.replay()
         torch.cuda.synchronize(q.device)
