@@ -76,10 +76,10 @@ def write_if_different(path: Path, text: str) -> bool:
     return True
 
 
-def emit(problem: Problem, config: Config, out_dir: Path) -> Path:
-    """Render into `<out_dir>/<variant>.py`; returns the path."""
+def emit(problem: Problem, config: Config, out_dir: Path, template_dir: Path | None = None) -> Path:
+    """Render into `<out_dir>/<variant>.py` (from `template_dir`'s templates if given); returns the path."""
     path = Path(out_dir) / f"{variant_name(problem, config)}.py"
-    write_if_different(path, render(problem, config))
+    write_if_different(path, render(problem, config, template_dir))
     return path
 
 

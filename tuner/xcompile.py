@@ -288,9 +288,10 @@ _SCRATCH: Path | None = None
 
 
 def compile_variant(problem: Problem, config: Config, target: Target,
-                    max_spill_bytes: int = MAX_SPILL_BYTES) -> CompileResult:
+                    max_spill_bytes: int = MAX_SPILL_BYTES, template_dir: Path | None = None) -> CompileResult:
     """Build one variant for `target` and say whether it fits. Compiles in this process: call it
-    from a worker (see `compile_many`) unless this process has TRITON_INTERPRET unset."""
+    from a worker (see `compile_many`) unless this process has TRITON_INTERPRET unset.
+    template_dir: render from another set of templates (a candidate, scripts/xcompile_template_ab.py)."""
     variant = variant_name(problem, config)
     base = dict(variant=variant, target=target.name, problem=problem, config=config)
     try:
@@ -307,11 +308,13 @@ def compile_variant(problem: Problem, config: Config, target: Target,
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
 
-        from .render import emit, load_module
+        from .render import emit, load_module, template_hash
 
         triton_version = triton.__version__
         base["triton"] = triton_version
-        module = load_module(emit(problem, config, _scratch_dir()))
+        # a candidate's modules go to their own folder: load_module caches by path
+        out_dir = _scratch_dir() / ("alt_" + template_hash(problem.family, template_dir)[:12] if template_dir else "")
+        module = load_module(emit(problem, config, out_dir, template_dir))
         fn = getattr(module, _KERNEL[problem.family])
         signature, constexprs, attrs = build_signature(fn, problem, config=config)
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
