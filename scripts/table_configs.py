@@ -3,7 +3,7 @@ seeds of a re-tune after a template change (`SEEDS="$(python3 scripts/table_conf
 nvidia_h200)" bash scripts/h200_x2_retune_decode.sh`), so every bucket tries every config that won
 some bucket before TPE proposes anything.
 
-Usage: python3 scripts/table_configs.py SLUG [--family decode_paged] [--dtype fp8]
+Usage: python3 scripts/table_configs.py SLUG [--family decode_paged] [--dtype fp8] [--stores tile,run]
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED_FIELDS = ("block_t", "tiles_per_program", "num_warps", "num_stages", "orient", "block_m", "programs_per_sm")
+SEED_FIELDS = ("block_t", "tiles_per_program", "num_warps", "num_stages", "orient", "block_m", "programs_per_sm",
+               "store")
 
 
 def table_configs(table: dict, family: str, dtype: str) -> list[dict]:
@@ -34,7 +35,13 @@ def main() -> int:
     ap.add_argument("slug", help="the table's folder under kernels_generated/, e.g. nvidia_h200")
     ap.add_argument("--family", default="decode_paged", choices=["decode_paged", "prefill_ragged", "prefill_paged"])
     ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
+    ap.add_argument("--stores", default="",
+                    help="comma list of Config.store values (tile,run): each config once per value, in that order "
+                         "(default: as the table has it)")
     args = ap.parse_args()
+    stores = [v.strip() for v in args.stores.split(",") if v.strip()]
+    if any(v not in ("tile", "run") for v in stores):
+        ap.error(f"--stores: expected values among tile, run; got {args.stores!r}")
     path = ROOT / "kernels_generated" / args.slug / "dispatch.json"
     if not path.is_file():
         ap.error(f"slug: no table at {path}")
@@ -42,8 +49,14 @@ def main() -> int:
     if not configs:
         print(f"{path}: no {args.dtype} {args.family} entries", file=sys.stderr)
         return 1
+    seen = set()
     for c in configs:
-        print(json.dumps(c))
+        for store in stores or [c.get("store", "tile")]:
+            seed = {**c, "store": store}
+            text = json.dumps(seed)
+            if text not in seen:
+                seen.add(text)
+                print(text)
     return 0
 
 

@@ -68,13 +68,14 @@ class DecodeCase:
     warps: int = 4
     pps: int = 0  # programs_per_sm: 0 = split grid, k > 0 = persistent grid
     gap: int = 64  # bytes between pages beyond a page; not a 16-byte multiple: no TMA descriptor
+    store: str = "tile"  # "run": the logits written once after the program's run
 
     @property
     def id(self) -> str:
         rel = "lt" if self.block_t < self.page else ("eq" if self.block_t == self.page else "gt")
         return (f"{self.layout[:5]}-pg{self.page}-bt{self.block_t}{rel}-tp{self.tiles}-n{self.next_n}-h{self.heads}"
                 f"-{self.lens_mode}-{'clean' if self.clean else 'dirty'}-{self.orient}-p{self.pps}"
-                + (f"-gap{self.gap}" if self.gap != 64 else ""))
+                + (f"-gap{self.gap}" if self.gap != 64 else "") + (f"-store{self.store}" if self.store != "tile" else ""))
 
 
 def _generated_decode_cases() -> list[DecodeCase]:
@@ -142,6 +143,15 @@ DECODE_CASES = _generated_decode_cases() + [
     DecodeCase("page_blocked", 64, 64, 3, 1, 16, "1d", True, "k_rows", 700, lens=(700, 130, 0)),
     DecodeCase("page_blocked", 32, 32, 6, 2, 8, "2d", False, "k_rows", 900, lens=(900, 200, 65)),
     DecodeCase("token_interleaved", 64, 64, 12, 1, 16, "1d", True, "q_rows", 1000, lens=(1000, 333, 1)),
+    # store="run": each run's logits kept in registers ([TILES rounded up to a power of two,
+    # block_t, next_n]) and written once after its last tile: runs shorter than the buffer,
+    # partly full tables, both layouts, next_n 1 and 2 (1-D and 2-D lengths), bf16, and the
+    # per-thread-load fallback.
+    DecodeCase("page_blocked", 64, 64, 3, 1, 16, "1d", True, "k_rows", 700, lens=(700, 130, 0), store="run"),
+    DecodeCase("page_blocked", 64, 32, 6, 2, 8, "2d", False, "k_rows", 900, lens=(900, 200, 65), store="run"),
+    DecodeCase("page_blocked", 64, 16, 12, 2, 8, "1d", True, "k_rows", 600, lens=(600, 70, 1), gap=4, store="run"),
+    DecodeCase("token_interleaved", 32, 32, 4, 1, 16, "2d", True, "k_rows", 300, store="run"),
+    DecodeCase("none", 64, 64, 8, 1, 16, "1d", True, "k_rows", 1100, lens=(1100, 64, 0), store="run"),
     # Persistent grids: lengths of 0 and 1 next to full ones, so programs straddle requests.
     DecodeCase("page_blocked", 64, 32, 1, 2, 8, "1d", True, "q_rows", 200, lens=(0, 200, 1), pps=1),
     DecodeCase("token_interleaved", 32, 64, 1, 1, 16, "2d", True, "k_rows", 150, lens=(150, 3, 0), pps=3),
@@ -163,6 +173,8 @@ def test_decode_sample_covers_the_axes():
     assert {c.layout for c in cases if not c.pps and c.tiles > 4 and isinstance(c.lens, tuple)} >= {
         "page_blocked", "token_interleaved"}
     assert {c.tiles for c in cases if not c.pps} >= {3, 6, 12}  # the one-wave steps of the space
+    assert {c.layout for c in cases if c.store == "run"} == {"page_blocked", "token_interleaved", "none"}
+    assert {c.next_n for c in cases if c.store == "run"} >= {1, 2}
     for layout in ("page_blocked", "token_interleaved", "none"):
         rel = {(c.block_t > c.page) - (c.block_t < c.page) for c in cases if c.layout == layout}
         assert rel == {-1, 0, 1}, layout
@@ -174,7 +186,7 @@ def test_decode_kernel_matches_reference(case: DecodeCase, kernel_dir, device, d
     problem = Problem(q_dtype=dtype, cache_dtype=dtype, scale_layout=case.layout, page_size=case.page,
                       heads=case.heads, head_dim=32, next_n=case.next_n, lens_mode=case.lens_mode)
     config = Config(block_t=case.block_t, tiles_per_program=case.tiles, num_warps=case.warps, num_stages=2,
-                    dot_dtype=dot_dtype_for(dtype), orient=case.orient, programs_per_sm=case.pps)
+                    dot_dtype=dot_dtype_for(dtype), orient=case.orient, programs_per_sm=case.pps, store=case.store)
     module = _module(problem, config, kernel_dir)
     batch = 3
     lens = list(case.lens) if isinstance(case.lens, tuple) else case.lens

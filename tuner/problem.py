@@ -183,6 +183,7 @@ class Problem(_Canonical):
 
 DOT_DTYPES = ("native", "fp16", "bf16", "fp32")
 ORIENTS = ("q_rows", "k_rows")
+STORES = ("tile", "run")
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,10 @@ class Config(_Canonical):
     orient: which operand is the dot's M side. 'q_rows': scores [query rows * heads, tokens],
       the head sum crosses warps; 'k_rows': scores [tokens, query rows * heads], the head sum
       stays inside a thread quad (no shared-memory round trip).
+    store: when decode writes its logits. 'tile': after each tile, between the cache reads;
+      'run': kept in registers and written once after the program's last tile (split grid,
+      k_rows, tiles inside one page). Costs registers: TILES rounded up to a power of two x
+      block_t x next_n fp32 values per program (docs/PERF.md, "Deferred logits stores").
     """
 
     block_t: int = 64
@@ -211,12 +216,22 @@ class Config(_Canonical):
     dot_dtype: str = "native"
     orient: str = "q_rows"
     programs_per_sm: int = 0
+    store: str = "tile"
+
+    def to_dict(self) -> dict[str, Any]:
+        # store="tile" (what every kernel did before the field existed) is left out, so the
+        # canonical JSON, keys and variant names of those configs stay what they were.
+        d = dataclasses.asdict(self)
+        if d["store"] == "tile":
+            del d["store"]
+        return d
 
     def __post_init__(self) -> None:
         if not isinstance(self.programs_per_sm, int) or isinstance(self.programs_per_sm, bool) or self.programs_per_sm < 0:
             raise ValueError(f"programs_per_sm: expected an int >= 0, got {self.programs_per_sm!r}")
         _choice("dot_dtype", self.dot_dtype, DOT_DTYPES)
         _choice("orient", self.orient, ORIENTS)
+        _choice("store", self.store, STORES)
         for name in ("block_t", "tiles_per_program", "num_warps", "num_stages", "block_m"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -233,6 +248,8 @@ class Config(_Canonical):
             s += "_kr"
         if self.programs_per_sm:
             s += f"_p{self.programs_per_sm}"
+        if self.store == "run":
+            s += "_sr"
         return s
 
 

@@ -62,6 +62,7 @@ _PREFILL_AXES = {
     "dot_dtype": ("native", "fp16", "bf16", "fp32"),
     "orient": ("q_rows", "k_rows"),
     "programs_per_sm": (0,),
+    "store": ("tile",),
 }
 # Values each knob may take. Anything outside is refused before rendering.
 AXES = {
@@ -77,6 +78,9 @@ AXES = {
         "dot_dtype": ("native", "fp16", "bf16", "fp32"),
         "orient": ("q_rows", "k_rows"),
         "programs_per_sm": (0, 1, 2, 3, 4, 6, 8),
+        # When the logits are written: after each tile, or once after the program's run (fewer
+        # writes between the cache reads, more registers: a per-bucket choice, docs/PERF.md).
+        "store": ("tile", "run"),
     },
     Family.PREFILL_RAGGED.value: _PREFILL_AXES,
     # Chunked prefill reads the paged cache like decode and offers its 16-token tiles too.
@@ -150,6 +154,10 @@ def check(problem: Problem, config: Config, target: Target | None = None) -> Non
         raise InfeasibleConfig("page_span", f"block_t={config.block_t} is not a multiple of page {problem.page_size}")
     if config.programs_per_sm and config.tiles_per_program != 1:
         raise InfeasibleConfig("unused_knob", "a persistent grid (programs_per_sm > 0) takes tiles_per_program=1")
+    if config.store == "run" and not (config.orient == "k_rows" and config.programs_per_sm == 0
+                                      and config.block_t <= problem.page_size):
+        raise InfeasibleConfig("unused_knob", "store='run' is for the split grid's k_rows tiles inside one page "
+                                              "(orient k_rows, programs_per_sm 0, block_t <= page)")
     if config.block_t * config.tiles_per_program > MAX_CHUNK:
         raise InfeasibleConfig("chunk_too_large", f"{config.block_t * config.tiles_per_program} > {MAX_CHUNK} tokens per program")
     acc = rows * config.block_t // (32 * config.num_warps)
