@@ -15,19 +15,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tuner.space import store_run_applies  # noqa: E402
 SEED_FIELDS = ("block_t", "tiles_per_program", "num_warps", "num_stages", "orient", "block_m", "programs_per_sm",
                "store")
 
 
-def table_configs(table: dict, family: str, dtype: str) -> list[dict]:
+def table_configs(table: dict, family: str, dtype: str) -> list[tuple[dict, set]]:
+    """(config, the page sizes of the problems it serves), most used first."""
     counts: collections.Counter = collections.Counter()
+    pages: dict = collections.defaultdict(set)
     for entry in table["entries"]:
         problem = entry["problem"]
         if problem["family"] != family or problem["cache_dtype"] != dtype:
             continue
         config = table["modules"][entry["variant"]]["config"]
-        counts[json.dumps({k: config[k] for k in SEED_FIELDS if k in config})] += 1
-    return [json.loads(c) for c, _ in counts.most_common()]
+        key = json.dumps({k: config[k] for k in SEED_FIELDS if k in config})
+        counts[key] += 1
+        pages[key].add(problem["page_size"])
+    return [(json.loads(c), pages[c]) for c, _ in counts.most_common()]
 
 
 def main() -> int:
@@ -50,8 +56,13 @@ def main() -> int:
         print(f"{path}: no {args.dtype} {args.family} entries", file=sys.stderr)
         return 1
     seen = set()
-    for c in configs:
+    for c, page_sizes in configs:
         for store in stores or [c.get("store", "tile")]:
+            # the tuner's space times store='run' as 'tile' where it changes nothing, and refuses
+            # such a seed: offer it only where it applies
+            if store == "run" and not any(store_run_applies(p, c["orient"], c.get("programs_per_sm", 0), c["block_t"])
+                                          for p in page_sizes):
+                continue
             seed = {**c, "store": store}
             text = json.dumps(seed)
             if text not in seen:

@@ -30,7 +30,7 @@ from tuner.buckets import (DECODE_LENS_MODES, POW2_BATCHES, SGLANG_DECODE_BATCHE
                            parse_bucket_specs, parse_sizes)
 from tuner.problem import Bucket, Config, Problem
 from tuner.search import OptunaSpace
-from tuner.space import default_config, feasible_points, grid_points, is_feasible
+from tuner.space import InfeasibleConfig, check, default_config, feasible_points, grid_points, is_feasible, store_run_applies
 from tuner.worker import FAULTS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,11 +62,12 @@ def _tune(args, env=None):
 
 def test_loop_records_infeasible_crash_and_timeout_and_goes_on(tmp_path):
     # 64 heads: 64 query rows, so a wide tile on few warps is statically infeasible (registers);
-    # with 16 heads only the persistent grid's unused knob is, and the space maps that away.
+    # with 16 heads only the unused knobs are (a persistent grid's tiles, store='run' outside the
+    # split grid's k_rows tiles), and the space maps those away.
     db = tmp_path / "trials.sqlite"
     default = default_config(WIDE, DOT[0])
     infeasible = next(c for c in grid_points(WIDE, DOT)  # too many accumulator registers
-                      if not is_feasible(WIDE, c) and not c.programs_per_sm)
+                      if not is_feasible(WIDE, c) and not c.programs_per_sm and c.store == "tile")
     crash, hang = [c for c in feasible_points(WIDE, None, DOT) if c != default][:2]
     faults = json.dumps({"crash": [crash.slug], "hang": [hang.slug]})
     tries = [f"--try-config={c.to_json()}" for c in (infeasible, crash, hang)]
@@ -215,10 +216,13 @@ def test_optuna_space_round_trips_every_point():
             params = space.params_of(config)
             for name, value in params.items():
                 assert space.distributions[name]._contains(space.distributions[name].to_internal_repr(value))
+            expected = config
             if config.programs_per_sm and config.tiles_per_program != 1:  # the unused knob maps to 1
-                assert space.config(params) == dataclasses.replace(config, tiles_per_program=1)
-            else:
-                assert space.config(params) == config
+                expected = dataclasses.replace(expected, tiles_per_program=1)
+            if config.store == "run" and not store_run_applies(problem.page_size, config.orient,
+                                                               config.programs_per_sm, config.block_t):
+                expected = dataclasses.replace(expected, store="tile")  # store='run' would change nothing
+            assert space.config(params) == expected
         assert "log2_block_t" in space.distributions and space.fixed["dot_dtype"] == dots[0]
         assert space.params_of(Config(dot_dtype="fp32")) is None  # outside the restricted dot dtypes
 
@@ -237,6 +241,51 @@ def test_optuna_space_is_conditional_on_the_persistent_grid():
     # the half-octave steps keep their order for TPE: position i is the i-th smallest value
     assert [space.config({**base, "idx_programs_per_sm": 0, "idx_tiles_per_program": k}).tiles_per_program
             for k in range(10)] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+
+
+def test_optuna_space_ties_store_where_it_changes_nothing():
+    """store='run' exists for the split grid's k_rows tiles within one page. Elsewhere the space
+    times it as 'tile' instead of pruning it: no proposal of the GPU decode space is infeasible
+    for an unused knob, so TPE is never taught to shun block_t > page, q_rows or persistent grids
+    (which are half of their proposals) for the store's sake."""
+    problem = Problem()  # page 64
+    space = OptunaSpace(problem, ("native",))
+    assert "store" in space.distributions
+    base = {**space.params_of(default_config(problem, "native")), "idx_programs_per_sm": 0, "store": "run"}
+    split = space.config({**base, "log2_block_t": 6, "orient": "k_rows"})
+    assert split.store == "run" and split.block_t == 64 and is_feasible(problem, split)
+    for change in ({"log2_block_t": 7}, {"orient": "q_rows"}, {"idx_programs_per_sm": 2}):
+        tied = space.config({**base, "log2_block_t": 6, "orient": "k_rows", **change})
+        assert tied.store == "tile", change
+        assert tied == space.config({**base, "log2_block_t": 6, "orient": "k_rows", **change, "store": "tile"})
+    unused = []
+    for config in grid_points(problem, ("native",)):
+        tied = space.config(space.params_of(config))
+        try:
+            check(problem, tied)
+        except InfeasibleConfig as exc:
+            if exc.reason == "unused_knob":
+                unused.append(tied.slug)
+    assert not unused, unused[:5]
+    # the same rule refuses such a config outside the space (a hand-written --try-config)
+    with pytest.raises(InfeasibleConfig, match="store='run' is for"):
+        check(problem, dataclasses.replace(split, block_t=128))
+    assert "store to tile" in space.ties_text
+
+
+def test_table_configs_offers_store_run_only_where_it_applies():
+    script = Path(__file__).resolve().parent.parent / "scripts" / "table_configs.py"
+    out = subprocess.run([sys.executable, str(script), "nvidia_h200", "--stores", "tile,run"],
+                         capture_output=True, text=True, check=True).stdout
+    seeds = [json.loads(line) for line in out.splitlines()]
+    assert {s["store"] for s in seeds} == {"tile", "run"}
+    assert len({json.dumps(s, sort_keys=True) for s in seeds}) == len(seeds)
+    runs = [s for s in seeds if s["store"] == "run"]
+    assert runs and all(s["block_t"] <= 64 and s["orient"] == "k_rows" and not s.get("programs_per_sm")
+                        for s in runs)
+    bad = subprocess.run([sys.executable, str(script), "nvidia_h200", "--stores", "tile,later"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--stores" in bad.stderr
 
 
 def _kernel_ints(module, inputs, clean):

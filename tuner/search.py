@@ -34,7 +34,7 @@ from .buckets import by_distance
 from .distributed import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
 from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
-from .space import AXES, default_config, feasible_points, is_feasible
+from .space import AXES, STORE_RUN_SCOPE, default_config, feasible_points, is_feasible, store_run_applies
 
 SAMPLERS = ("tpe", "grid", "random")
 NEIGHBOUR_SEEDS = 3  # distinct winners of finished buckets enqueued in each new study
@@ -83,13 +83,19 @@ class OptunaSpace:
     The space is conditional where a knob is unused: a persistent grid (programs_per_sm > 0)
     has no tiles_per_program, so any proposed value maps to 1. Every such proposal is then a
     feasible config whose time TPE learns from, instead of a statically infeasible one told as
-    PRUNED (which taught TPE to shun persistent grids altogether)."""
+    PRUNED (which taught TPE to shun persistent grids altogether). Likewise store='run' where it
+    changes nothing (a persistent grid, q_rows, tiles over a page: tuner.space.store_run_applies)
+    is store='tile': pruning those proposals would teach TPE to shun block_t > page, q_rows and
+    persistent grids, which are half of their proposals."""
 
     CONDITIONAL = {"tiles_per_program": ("programs_per_sm", 1)}  # axis: (the knob that disables it, its value then)
+    # axis: (the value it takes where it is unused, where it is used)
+    TIES = {"store": ("tile", "run only for " + STORE_RUN_SCOPE)}
 
     def __init__(self, problem: Problem, dot_dtypes: Sequence[str]):
         import optuna
 
+        self.problem = problem
         axes = dict(AXES[problem.family])
         axes["dot_dtype"] = tuple(dot_dtypes)
         self.axes = axes
@@ -118,8 +124,19 @@ class OptunaSpace:
 
     @property
     def signature(self) -> str:
-        return canonical_json({"axes": {k: list(v) for k, v in self.axes.items()},
-                               "conditional": {k: list(v) for k, v in self.CONDITIONAL.items()}})
+        sig = {"axes": {k: list(v) for k, v in self.axes.items()},
+               "conditional": {k: list(v) for k, v in self.CONDITIONAL.items()}}
+        ties = {k: list(v) for k, v in self.TIES.items() if len(self.axes.get(k, ())) > 1}
+        if ties:  # only where the tied axis is searched: the prefill studies keep their names
+            sig["ties"] = ties
+        return canonical_json(sig)
+
+    @property
+    def ties_text(self) -> str:
+        """The space's ties, in words (for a refused --try-config)."""
+        parts = [f"{a} to {v} when {k} is set" for a, (k, v) in self.CONDITIONAL.items()]
+        parts += [f"{a} to {v} ({why})" for a, (v, why) in self.TIES.items() if len(self.axes.get(a, ())) > 1]
+        return "; ".join(parts)
 
     def config(self, params: dict) -> Config:
         fields = dict(self.fixed)
@@ -129,6 +146,9 @@ class OptunaSpace:
         for axis, (switch, value) in self.CONDITIONAL.items():
             if fields.get(switch) and axis in fields:
                 fields[axis] = value
+        if fields.get("store") == "run" and not store_run_applies(
+                self.problem.page_size, fields["orient"], fields["programs_per_sm"], fields["block_t"]):
+            fields["store"] = self.TIES["store"][0]
         return Config(**fields)
 
     def params_of(self, config: Config) -> Optional[dict]:

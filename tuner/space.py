@@ -92,6 +92,15 @@ MAX_ACC_REGS_PER_THREAD = 128  # fp32 dot accumulator registers; more spills on 
 MAX_CHUNK = 16384  # tokens one program may own; keeps the grid's second dim far below 65535 for 1M
 
 
+STORE_RUN_SCOPE = "the split grid's k_rows tiles inside one page (orient k_rows, programs_per_sm 0, block_t <= page)"
+
+
+def store_run_applies(page_size: int, orient: str, programs_per_sm: int, block_t: int) -> bool:
+    """Whether store='run' changes the kernel: only the split grid's k_rows tiles within one page
+    keep a run of logits per program; elsewhere the template stores per tile whatever it says."""
+    return orient == "k_rows" and programs_per_sm == 0 and block_t <= page_size
+
+
 def default_config(problem: Problem, dot_dtype: str = "native") -> Config:
     """The family default: what runs where nothing was tuned. It fits every target's limits.
 
@@ -154,10 +163,9 @@ def check(problem: Problem, config: Config, target: Target | None = None) -> Non
         raise InfeasibleConfig("page_span", f"block_t={config.block_t} is not a multiple of page {problem.page_size}")
     if config.programs_per_sm and config.tiles_per_program != 1:
         raise InfeasibleConfig("unused_knob", "a persistent grid (programs_per_sm > 0) takes tiles_per_program=1")
-    if config.store == "run" and not (config.orient == "k_rows" and config.programs_per_sm == 0
-                                      and config.block_t <= problem.page_size):
-        raise InfeasibleConfig("unused_knob", "store='run' is for the split grid's k_rows tiles inside one page "
-                                              "(orient k_rows, programs_per_sm 0, block_t <= page)")
+    if config.store == "run" and not store_run_applies(problem.page_size, config.orient, config.programs_per_sm,
+                                                       config.block_t):
+        raise InfeasibleConfig("unused_knob", f"store='run' is for {STORE_RUN_SCOPE}")
     if config.block_t * config.tiles_per_program > MAX_CHUNK:
         raise InfeasibleConfig("chunk_too_large", f"{config.block_t * config.tiles_per_program} > {MAX_CHUNK} tokens per program")
     acc = rows * config.block_t // (32 * config.num_warps)

@@ -135,7 +135,7 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
         if space.config(params) != config:  # a knob the space ties to another, e.g. a persistent grid's tiles
             raise click.BadParameter(
                 f"{config.to_json()} would be timed as {space.config(params).to_json()}: the space ties "
-                f"{', '.join(f'{a} to {v} when {k} is set' for a, (k, v) in space.CONDITIONAL.items())}",
+                f"{space.ties_text}",
                 param_hint="--try-config")
     table_seeds = _table_seeds(seed_table, plan, dot_dtypes)
 
