@@ -80,17 +80,20 @@ class OptunaSpace:
     (1, 2, 3, 4, 6, 8, ...) their position `idx_<axis>`; strings are categorical.
     Axes with a single value (e.g. decode's block_m, a restricted dot dtype) are fixed.
 
-    The space is conditional where a knob is unused: a persistent grid (programs_per_sm > 0)
-    has no tiles_per_program, so any proposed value maps to 1. Every such proposal is then a
-    feasible config whose time TPE learns from, instead of a statically infeasible one told as
-    PRUNED (which taught TPE to shun persistent grids altogether). Likewise store='run' where it
-    changes nothing (a persistent grid, q_rows, tiles over a page: tuner.space.store_run_applies)
-    is store='tile': pruning those proposals would teach TPE to shun block_t > page, q_rows and
-    persistent grids, which are half of their proposals."""
+    The space is conditional where a knob is unused (TIES): a persistent grid (programs_per_sm
+    > 0) has no tiles_per_program, so any proposed value maps to 1; store='run' outside the split
+    grid's k_rows tiles within a page changes nothing, so it maps to 'tile'. Every such proposal
+    is then a feasible config whose time TPE learns from, instead of a statically infeasible one
+    told as PRUNED (which taught TPE to shun persistent grids altogether, and would teach it to
+    shun block_t > page, q_rows and persistent grids for the store's sake)."""
 
-    CONDITIONAL = {"tiles_per_program": ("programs_per_sm", 1)}  # axis: (the knob that disables it, its value then)
-    # axis: (the value it takes where it is unused, where it is used)
-    TIES = {"store": ("tile", "run only for " + STORE_RUN_SCOPE)}
+    # (axis, the value it takes where it is unused, where that is in words, the test of it)
+    TIES = (
+        ("tiles_per_program", 1, "when programs_per_sm is set",
+         lambda problem, f: bool(f["programs_per_sm"])),
+        ("store", "tile", "outside " + STORE_RUN_SCOPE,
+         lambda problem, f: not store_run_applies(problem.page_size, f["orient"], f["programs_per_sm"], f["block_t"])),
+    )
 
     def __init__(self, problem: Problem, dot_dtypes: Sequence[str]):
         import optuna
@@ -124,31 +127,27 @@ class OptunaSpace:
 
     @property
     def signature(self) -> str:
-        sig = {"axes": {k: list(v) for k, v in self.axes.items()},
-               "conditional": {k: list(v) for k, v in self.CONDITIONAL.items()}}
-        ties = {k: list(v) for k, v in self.TIES.items() if len(self.axes.get(k, ())) > 1}
-        if ties:  # only where the tied axis is searched: the prefill studies keep their names
-            sig["ties"] = ties
-        return canonical_json(sig)
+        return canonical_json({"axes": {k: list(v) for k, v in self.axes.items()},
+                               "ties": [[axis, value, where] for axis, value, where, _ in self._ties]})
+
+    @property
+    def _ties(self):
+        """The ties of the axes this space searches (a fixed axis has nothing to tie)."""
+        return [t for t in self.TIES if len(self.axes[t[0]]) > 1]
 
     @property
     def ties_text(self) -> str:
         """The space's ties, in words (for a refused --try-config)."""
-        parts = [f"{a} to {v} when {k} is set" for a, (k, v) in self.CONDITIONAL.items()]
-        parts += [f"{a} to {v} ({why})" for a, (v, why) in self.TIES.items() if len(self.axes.get(a, ())) > 1]
-        return "; ".join(parts)
+        return "; ".join(f"{axis} to {value} {where}" for axis, value, where, _ in self._ties)
 
     def config(self, params: dict) -> Config:
         fields = dict(self.fixed)
         for param, (name, enc, values) in self._params.items():
             value = params[param]
             fields[name] = _decode(enc, values, value)
-        for axis, (switch, value) in self.CONDITIONAL.items():
-            if fields.get(switch) and axis in fields:
+        for axis, value, _, unused in self._ties:
+            if unused(self.problem, fields):
                 fields[axis] = value
-        if fields.get("store") == "run" and not store_run_applies(
-                self.problem.page_size, fields["orient"], fields["programs_per_sm"], fields["block_t"]):
-            fields["store"] = self.TIES["store"][0]
         return Config(**fields)
 
     def params_of(self, config: Config) -> Optional[dict]:
