@@ -13,7 +13,7 @@ import torch
 from .gates import launch, new_output
 from .inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from .problem import Bucket, Problem
-from .timing import Timing, time_cuda_graph, time_wall_clock
+from .timing import DEFAULT_WARMUP_MS, Timing, time_cuda_graph, time_wall_clock
 
 MIN_POOL_BYTES = 1 << 30  # >> the 50-60 MB L2 of current GPUs
 MAX_POOL_BYTES = 24 << 30
@@ -66,11 +66,12 @@ def chunked_timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, devi
                                      page_gap_bytes=page_gap_bytes)
 
 
-def time_candidate(module, input_sets, clean_logits: bool, method: str = "cuda_graph", replays: int = 30) -> Timing:
+def time_candidate(module, input_sets, clean_logits: bool, method: str = "cuda_graph", replays: int = 30,
+                   warmup_ms: float = DEFAULT_WARMUP_MS) -> Timing:
     outs = [new_output(x, 0.0) for x in input_sets]
     fns = [lambda x=x, o=o: launch(module, x, o, clean_logits) for x, o in zip(input_sets, outs)]
     if method == "cuda_graph":
-        return time_cuda_graph(fns, replays=replays)
+        return time_cuda_graph(fns, replays=replays, warmup_ms=warmup_ms)
     if method == "wall_clock":
         return time_wall_clock(fns, reps=max(3, replays // 10))
     raise ValueError(f"method: expected 'cuda_graph' or 'wall_clock', got {method!r}")
