@@ -107,8 +107,9 @@ def _api_call(problem: Problem, enable_pdl: Optional[bool] = None) -> Callable:
 # still ran the 64x8K kernel 3-4% slow after 20 ms of replays and at its idle speed after 100 ms
 # (scripts/gpu_warmup_check.py, docs/PERF.md "The bench's clocks"). Every method of the bench
 # warms up as long: with 20 ms for `default` and `autotune` and 100 for `shipped`, the same
-# prefill kernel (1 ms a launch, tensor-bound) read 6% slower as `shipped`, order or not, its
-# clocks lowered by the longer stretch of power-heavy work (docs/PERF.md, "Where the goals stand").
+# prefill kernel (1 ms a launch, tensor-bound) read 6% slower as `shipped`, in any order: most
+# likely lower clocks after the longer stretch of power-heavy work (docs/PERF.md, "Where the goals
+# stand"; clocks not read).
 BENCH_WARMUP_MS = 100.0
 
 
