@@ -3,6 +3,7 @@ re-tune of its family on the GPU) stay correct: scripts/gpu_template_ab.py --cpu
 current and the candidate template on the same configs under the interpreter (reference values,
 the CUDA-graph replay rule, the poisoned block table)."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,40 @@ def test_xcompile_template_ab_reports_resources_of_both_templates():
     assert [r[1] for r in rows] == ["current", "alt"] and rows[0][2:] == rows[1][2:], proc.stdout
     regs, spills, shared, programs = map(int, rows[0][2:])
     assert regs > 0 and spills == 0 and shared >= 3 * 64 * 128 and 1 <= programs <= 32
+
+
+def test_xcompile_ir_counts_the_loop_conversions(tmp_path):
+    """scripts/xcompile_ir.py: its TTGIR reading on a hand-written loop (a reduce region and a
+    location with braces inside it, a conversion after the loop), then a real sm_90 compile."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from xcompile_ir import loop_conversions, ptx_counts
+
+    ttgir = "\n".join([
+        "tt.func @k() {",
+        '  %0 = ttg.convert_layout %a : x loc("f.py":1:0)',
+        "  %1:2 = scf.for %i = %c0 to %n step %c1 iter_args(%b = %x) -> (t) {",
+        "    %2 = \"tt.reduce\"(%b) <{axis = 2 : i32}> ({",
+        "    ^bb0(%l: f32, %r: f32):",
+        "      tt.reduce.return %l : f32",
+        "    }) : (t) -> t",
+        '    %3 = ttg.convert_layout %2 : t -> u loc("{odd}.py":2:0)',
+        "    scf.for %j = %c0 to %m step %c1 {",
+        "      %4 = ttg.convert_layout %3 : u -> t",
+        "    }",
+        "    scf.yield %3 : t",
+        "  }",
+        "  %5 = ttg.convert_layout %1 : t -> u",
+        "}",
+    ])
+    assert loop_conversions(ttgir) == 2
+    assert ptx_counts("st.global.v4.b32 [a], {b};\n@p st.global.b32 [a], b;\nbar.sync 0;\nst.global.b32 [c], d;") == {
+        "bar.sync": 1, "st.global.b32": 2, "st.global.v4.b32": 1}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "xcompile_ir.py"), "--out", str(tmp_path),
+                           "--configs", '[{"block_t":64,"tiles_per_program":4,"num_warps":4,"num_stages":3,'
+                           '"orient":"k_rows","store":"run"}, {"block_t":128,"orient":"k_rows","store":"run"}]'],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("bt64_tp4_w4_s3_kr_sr:"))
+    assert re.search(r"layout conversions in the loop [1-9]\d*, PTX \{'bar.sync': \d+, 'st\.global", line), line
+    assert re.search(r"^bt128_\S+_sr: unused_knob: store='run'", proc.stdout, re.M)  # refused by the space, not compiled
+    assert (tmp_path / "bt64_tp4_w4_s3_kr_sr.ttgir").read_text().startswith("#")

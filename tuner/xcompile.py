@@ -287,6 +287,25 @@ def _scratch_dir() -> Path:
 _SCRATCH: Path | None = None
 
 
+def compile_kernel(problem: Problem, config: Config, target: Target, template_dir: Path | None = None):
+    """Triton's compiled kernel of one variant for `target` (its .asm: ttir, ttgir, ptx, cubin).
+    This process must have TRITON_INTERPRET unset; compile_variant says whether the kernel fits."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from .render import emit, load_module, template_hash
+
+    # a candidate's modules go to their own folder: load_module caches by path
+    out_dir = _scratch_dir() / ("alt_" + template_hash(problem.family, template_dir)[:12] if template_dir else "")
+    module = load_module(emit(problem, config, out_dir, template_dir))
+    fn = getattr(module, _KERNEL[problem.family])
+    signature, constexprs, attrs = build_signature(fn, problem, config=config)
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
+                          options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+
+
 def compile_variant(problem: Problem, config: Config, target: Target,
                     max_spill_bytes: int = MAX_SPILL_BYTES, template_dir: Path | None = None) -> CompileResult:
     """Build one variant for `target` and say whether it fits. Compiles in this process: call it
@@ -305,21 +324,10 @@ def compile_variant(problem: Problem, config: Config, target: Target,
     triton_version = ""
     try:
         import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-
-        from .render import emit, load_module, template_hash
 
         triton_version = triton.__version__
         base["triton"] = triton_version
-        # a candidate's modules go to their own folder: load_module caches by path
-        out_dir = _scratch_dir() / ("alt_" + template_hash(problem.family, template_dir)[:12] if template_dir else "")
-        module = load_module(emit(problem, config, out_dir, template_dir))
-        fn = getattr(module, _KERNEL[problem.family])
-        signature, constexprs, attrs = build_signature(fn, problem, config=config)
-        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        compiled = triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
-                                  options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+        compiled = compile_kernel(problem, config, target, template_dir)
         ptx = compiled.asm["ptx"]
         shared = int(compiled.metadata.shared)
         report = _ptxas_report(ptx, target.capability)
