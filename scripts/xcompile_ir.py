@@ -2,9 +2,9 @@
 inside the tile loop (each one a shared-memory round trip with a barrier between the warps), the
 barriers and the global stores by width in the PTX. Writes each variant's TTGIR and PTX to --out.
 
-Why: both logits stores (Config.store "tile" and "run") convert the head sum's layout once per
-tile inside the loop (docs/PERF.md, "Next ideas"), a cost the Gluon diagnostics' "no stores"
-kernel did not pay.
+What it showed (docs/PERF.md, "Next ideas"): both logits stores (Config.store "tile" and "run")
+convert the head sum's layout once per tile inside the loop; the Gluon kernel, which does not,
+runs at the same speed, so that conversion is not where the time goes.
 
 Usage: python scripts/xcompile_ir.py --configs '[{"block_t":64,"tiles_per_program":16,"num_warps":4,
            "num_stages":3,"orient":"k_rows","store":"run"}]' [--next-n 1] [--target sm_90] [--out DIR]
