@@ -321,12 +321,10 @@ def compile_variant(problem: Problem, config: Config, target: Target,
         return CompileResult(status="error", reason="interpreter", **base,
                              detail="TRITON_INTERPRET is set in the compiling process; use compile_many")
     start = time.perf_counter()
-    triton_version = ""
     try:
         import triton
 
-        triton_version = triton.__version__
-        base["triton"] = triton_version
+        base["triton"] = triton.__version__
         compiled = compile_kernel(problem, config, target, template_dir)
         ptx = compiled.asm["ptx"]
         shared = int(compiled.metadata.shared)
