@@ -113,3 +113,34 @@ def test_xcompile_ir_counts_the_loop_conversions(tmp_path):
     assert re.search(r"layout conversions in the loop [1-9]\d*, PTX \{'bar.sync': \d+, 'st\.global", line), line
     assert re.search(r"^bt128_\S+_sr: unused_knob: store='run'", proc.stdout, re.M)  # refused by the space, not compiled
     assert (tmp_path / "bt64_tp4_w4_s3_kr_sr.ttgir").read_text().startswith("#")
+
+
+def test_timeline_probes_fit_the_template_and_compile():
+    """scripts/gpu_timeline.py inserts timer probes at anchors of the decode module: they must be
+    found in every split-grid render (tiles inside a page or over it, store per tile or per run,
+    next_n 1 and 2), leave valid Python, and compile for sm_90 (a subprocess: the interpreter and
+    real compilation cannot share a process)."""
+    import ast
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gpu_timeline import probed_source
+
+    from tuner.problem import Config, Problem
+    from tuner.render import render
+
+    configs = [Config(block_t=64, tiles_per_program=16, num_warps=4, num_stages=3, orient="k_rows", store="run"),
+               Config(block_t=32, tiles_per_program=6, num_warps=4, num_stages=3, orient="k_rows"),
+               Config(block_t=128, tiles_per_program=2, num_warps=4, num_stages=2, orient="k_rows")]
+    for problem in (Problem(), Problem(next_n=2)):
+        for config in configs:
+            text = probed_source(render(problem, config), config.block_t)
+            ast.parse(text)
+            assert text.count("_timer_after(") >= 7 and "tl.store(_probe + SCALARS" in text, config.slug
+    with pytest.raises(SystemExit, match="probe anchor found 0 times"):
+        probed_source(render(Problem(), Config(block_t=64, tiles_per_program=1, programs_per_sm=2)), 64)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_timeline.py"), "--xcompile", "--configs",
+                           '[{"block_t":64,"tiles_per_program":16,"num_warps":4,"num_stages":3,"orient":"k_rows",'
+                           '"store":"run"}]'], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"^bt64_tp16_w4_s3_kr_sr: \{'timer_reads': [7-9], 'smid_reads': 1, 'bulk_copies': [1-9]",
+                     proc.stdout, re.M), proc.stdout

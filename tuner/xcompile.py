@@ -170,13 +170,15 @@ def _specialize_int(value: int) -> tuple[str, str | None]:
         return kind, "D" if value % 16 == 0 else ""
 
 
-def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = None, config: Config | None = None):
+def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = None, config: Config | None = None,
+                    extra_args: dict[str, Any] | None = None):
     """(signature, constexprs, attrs) for ASTSource, read off the jit function's parameters in
     their declared order; mirrors `JITFunction._pack_args` for the common launch. `constexprs`
-    overrides `typical_constexprs`; a constexpr parameter with a default may be left out."""
+    overrides `typical_constexprs`; a constexpr parameter with a default may be left out.
+    `extra_args`: typical values of parameters a patched kernel adds (as `typical_args` gives them)."""
     from triton.backends.nvidia.compiler import CUDABackend
 
-    args = typical_args(problem, config)
+    args = {**typical_args(problem, config), **(extra_args or {})}
     constexprs = {**typical_constexprs(problem), **(constexprs or {})}
     signature: dict[str, str] = {}
     consts: dict[str, Any] = {}
