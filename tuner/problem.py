@@ -204,8 +204,10 @@ class Config(_Canonical):
       stays inside a thread quad (no shared-memory round trip).
     store: when decode writes its logits. 'tile': after each tile, between the cache reads;
       'run': kept in registers and written once after the program's last tile (split grid,
-      k_rows, tiles inside one page). Costs registers: TILES rounded up to a power of two x
-      block_t x next_n fp32 values per program (docs/PERF.md, "Deferred logits stores").
+      k_rows, tiles inside one page), with the run's fp8 scales read once before its first tile
+      and applied there. Costs registers: TILES rounded up to a power of two x block_t x next_n
+      fp32 values per program, and as many again for an fp8 cache's scales (docs/PERF.md,
+      "Deferred logits stores", "The run's epilogue").
     """
 
     block_t: int = 64
