@@ -190,7 +190,7 @@ def quant(xs, q):
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else float("nan")
 
 
-def analyse(probes: list[torch.Tensor], block_t: int) -> dict:
+def analyse(probes: list[torch.Tensor]) -> dict:
     """probes[k]: [programs, SCALARS + block_t] int64 of launch k (graph order)."""
     launches = []
     for p in probes:
@@ -221,7 +221,6 @@ def summary(res: dict) -> dict:
     med = lambda f: quant([f(d) for d in ls], 0.5)  # noqa: E731
     out = {
         "period_us": med(lambda d: d["period"]),
-        "span_us": med(lambda d: d["last_end"]),
         "gap_us": med(lambda d: d["gap_to_next"]),
         "all_started_us": med(lambda d: max(d["start"])),
         "start_p50_us": med(lambda d: quant(d["start"], 0.5)),
@@ -349,7 +348,7 @@ def main() -> int:
             t_plain = graph_launches([fn(i, plain, None, x_of[i], outs[i]) for i in range(launches)])
             t_probed = graph_launches([fn(i, probed, probes[i], x_of[i], outs[i]) for i in range(launches)])
             torch.cuda.synchronize()
-            res = analyse(probes, block_t)
+            res = analyse(probes)
             s = summary(res)
             row = {"bucket": f"{bucket.batch}x{bucket.context}:{lens}", "module": name, "floor_us": fl_us,
                    "plain_us": t_plain, "probed_us": t_probed, **s}
