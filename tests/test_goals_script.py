@@ -1,0 +1,68 @@
+"""scripts/goals.py reads issue 7's goals off one bench run's stored rows: each verdict follows
+the goal's threshold, a bucket timed in two steps counts its slower row, and the fallback ratio
+compares rows of one step."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "goals.py"
+
+
+def _row(run, method, batch, context, pct, p50_ms, *, dtype="fp8", next_n=1, lens="full", step="s1",
+         family="decode_paged", rate=None):
+    problem = {"cache_dtype": dtype, "q_dtype": dtype, "family": family, "head_dim": 128, "heads": 64}
+    if family == "decode_paged":
+        problem.update(lens_mode="1d", next_n=next_n, page_size=64,
+                       scale_layout="page_blocked" if dtype == "fp8" else "none")
+    return {"run_id": run, "method": method, "bucket_batch": batch, "bucket_context": context, "lens": lens,
+            "frac_of_floor": pct / 100, "p50_ms": p50_ms, "created_at": step, "family": family,
+            "matmul_rate": rate, "problem_json": json.dumps(problem)}
+
+
+def _run(tmp_path, rows, run="r1"):
+    path = tmp_path / "bench.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return subprocess.run([sys.executable, str(SCRIPT), run, "--results", str(path)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def _verdicts(stdout):
+    return {ln.split(" | ")[0].lstrip("| "): ln.rstrip(" |").split(" | ")[-1]
+            for ln in stdout.splitlines() if ln.startswith("| ") and not ln.startswith("| goal")}
+
+
+def test_goals_verdicts(tmp_path):
+    rows = [
+        # >= 32K: one bucket at 90%, one timed twice (89% and 84%: the slower row counts)
+        _row("r1", "shipped", 64, 32768, 90.0, 0.075), _row("r1", "shipped", 8, 131072, 89.0, 0.038),
+        _row("r1", "shipped", 8, 131072, 84.0, 0.040, step="s2"),
+        # 64x8K in the sweep and in the baselines step, with the fallback only in the latter
+        _row("r1", "shipped", 64, 8192, 77.6, 0.02169), _row("r1", "shipped", 64, 8192, 76.7, 0.02195, step="s2"),
+        _row("r1", "torch_fullwidth", 64, 8192, 1.9, 0.8670, step="s2"),
+        _row("r1", "shipped_pdl", 64, 8192, 78.0, 0.02160, step="s2"),
+        _row("r1", "shipped", 64, 8192, 48.6, 0.0090, lens="quarter"),
+        # next_n = 2: 0.6 of n1 per row
+        _row("r1", "shipped", 64, 32768, 80.0, 0.090, next_n=2),
+        _row("r1", "shipped", 64, 32768, 90.0, 0.1428, dtype="bf16"), _row("r1", "shipped", 1, 32768, 30.0, 0.0066, dtype="bf16"),
+        _row("r1", "shipped", 4096, 16384, 64.3, 1.107, family="prefill_ragged", lens="causal", rate=1.351e15),
+        _row("other", "shipped", 64, 8192, 99.0, 0.017),  # another run: ignored
+    ]
+    proc = _run(tmp_path, rows)
+    assert proc.returncode == 0, proc.stderr
+    v = _verdicts(proc.stdout)
+    assert v["fp8 decode >= 85% at >= 32K"] == "not met" and "1 of 2 buckets; under: 8x128K 84.0%" in proc.stdout
+    assert v["fp8 decode >= 75% at 64x8K"] == "met" and "76.7% / 77.6%" in proc.stdout
+    assert v["fp8 decode >= 60% at 64x8K, a quarter full"] == "not met"
+    assert v[">= 40x the full-width fallback at 64x8K"] == "not met" and "867.0 us / 21.95 us = 39.50x" in proc.stdout
+    assert v[">= 40x the full-width fallback at 64x8K (shipped_pdl)"] == "met"  # 867.0 / 21.60 = 40.14x
+    assert v["next_n = 2 no slower per query row"] == "met" and "0.60-0.60 in 1 buckets" in proc.stdout
+    assert v["bf16 decode >= 80% at >= 32K"] == "met from B=64"
+    assert v["fp8 prefill (ragged K) >= 60% of the matmul rate"] == "met" and "of 1351 TFLOP/s" in proc.stdout
+
+
+def test_goals_names_a_missing_run(tmp_path):
+    proc = _run(tmp_path, [_row("r1", "shipped", 64, 8192, 77.0, 0.022)], run="nope")
+    assert proc.returncode != 0 and "run_id: no rows of 'nope'" in proc.stderr and "r1" in proc.stderr
