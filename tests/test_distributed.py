@@ -236,6 +236,72 @@ def test_server_storage_options(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Shared studies: two workers on one trial (no measurement).
+
+
+def _race_the_other_worker(study, value: float) -> None:
+    """Make the next state write of `study` lose to another worker: that worker's tell (value)
+    lands between this worker's check of the trial's state and its own write."""
+    storage = study._storage
+    original = storage.set_trial_state_values
+
+    def other_worker_first(trial_id, state, values=None):
+        storage.set_trial_state_values = original
+        original(trial_id, state=state.__class__.COMPLETE, values=[value])
+        return original(trial_id, state=state, values=values)
+
+    storage.set_trial_state_values = other_worker_first
+
+
+def test_a_trial_the_other_worker_told_meanwhile_counts_as_told(tmp_path):
+    """Both workers of a resumed run take over a trial the killed run left RUNNING; one measures
+    it, the other reads the verdict from the store, and both tell it. Optuna's skip_if_finished
+    checks the state and then writes it, so the second tell can lose the race in between (CI saw
+    "Trial#2 has already finished and can not be updated" under load): tell_once takes that as
+    told."""
+    import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    from tuner.search import tell_once
+
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "optuna.journal")))
+    plain, once = study.ask(), study.ask()
+    _race_the_other_worker(study, 1.0)
+    with pytest.raises(UpdateFinishedTrialError):
+        study.tell(plain.number, 2.0, skip_if_finished=True)
+    _race_the_other_worker(study, 1.0)
+    tell_once(study, once.number, 2.0)
+    assert [(t.state.name, t.value) for t in study.get_trials()] == [("COMPLETE", 1.0), ("COMPLETE", 1.0)]
+
+
+def test_an_interrupted_seed_is_queued_again_without_its_dead_owner(tmp_path):
+    """A trial left RUNNING with its params half-written is told FAIL and its seed queued again.
+    The copy must not inherit the dead run's owner: once a live worker pops it, the others would
+    take it for left behind until its new owner is written, and fail it under that worker."""
+    import optuna
+
+    from tuner.search import OptunaSpace, Search, SearchSettings
+    from tuner.space import default_config
+
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "optuna.journal")))
+    space = OptunaSpace(PROBLEM, DOT)
+    params = space.params_of(default_config(PROBLEM, DOT[0]))
+    study.enqueue_trial(params, user_attrs={"source": "seed:user"})
+    killed = study.ask()  # popped, its params not written yet: the run is killed here
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    killed.set_user_attr("owner", f"{socket.gethostname()}|{dead.pid}|-|old")
+    search = Search.__new__(Search)  # only the study bookkeeping: no evaluator, no storage of its own
+    search.optuna, search.s = optuna, SearchSettings(shared=True, owner=owner_tag("me"), dot_dtypes=DOT)
+    assert search._unfinished(study, space) == []
+    trials = study.get_trials()
+    assert trials[killed.number].state.name == "FAIL"
+    (again,) = [t for t in trials if t.state.name == "WAITING"]
+    assert again.system_attrs["fixed_params"] == params
+    assert again.user_attrs == {"source": "seed:user"}, again.user_attrs
+
+
+# ---------------------------------------------------------------------------------------------
 # Claims and merging (no tuner).
 
 

@@ -259,6 +259,20 @@ def tuning_order(plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[tuple
     return [(p, b) for *_, p, b in order]
 
 
+def tell_once(study, number: int, value: float | None = None, state=None) -> None:
+    """Tell a trial its verdict unless it has one. In a shared study two workers may tell the
+    same trial (both took over one left behind by a killed run; one measured it, the other read
+    the verdict from the store): `skip_if_finished` checks the state and then writes it, so the
+    second can still lose the race in between, and Optuna raises UpdateFinishedTrialError. The
+    trial has its verdict then; that is all this call wanted."""
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    try:
+        study.tell(number, value, state=state, skip_if_finished=True)
+    except UpdateFinishedTrialError:
+        pass
+
+
 class Search:
     def __init__(self, evaluator: Evaluator, settings: SearchSettings, target=None,
                  progress: Callable[..., None] | None = None):
@@ -372,9 +386,9 @@ class Search:
             if v is None:
                 continue  # left RUNNING: the next run evaluates it
             if v.ok:
-                study.tell(number, v.score_ms, skip_if_finished=True)
+                tell_once(study, number, v.score_ms)
             else:  # infeasible or failed: PRUNED, never FAIL (see the module docstring)
-                study.tell(number, state=State.PRUNED, skip_if_finished=True)
+                tell_once(study, number, state=State.PRUNED)
             if v.status != "infeasible" and config.key not in counted:
                 counted.add(config.key)  # a duplicate of an earlier verdict in this batch
 
@@ -394,9 +408,9 @@ class Search:
                 rest.append((number, config, source))
                 continue
             if t.state == State.COMPLETE:
-                study.tell(number, t.value, skip_if_finished=True)
+                tell_once(study, number, t.value)
             else:
-                study.tell(number, state=State.PRUNED, skip_if_finished=True)
+                tell_once(study, number, state=State.PRUNED)
             self.totals.from_study += 1
             if is_feasible(problem, config, self.target):
                 counted.add(config.key)
@@ -458,10 +472,12 @@ class Search:
             if self.s.shared and self._held_elsewhere(t):
                 continue  # another worker's, in flight
             if set(t.params) != set(space.distributions):
-                study.tell(t.number, state=State.FAIL, skip_if_finished=True)
+                tell_once(study, t.number, state=State.FAIL)
                 fixed = t.system_attrs.get("fixed_params")
                 if fixed:  # an interrupted seed: queue it again (skip_if_exists would see the FAIL)
-                    study.enqueue_trial(fixed, user_attrs=dict(t.user_attrs))
+                    # without the dead run's owner: the copy, once a live worker pops it, would
+                    # look left behind to the others until its new owner is written
+                    study.enqueue_trial(fixed, user_attrs={k: v for k, v in t.user_attrs.items() if k != "owner"})
                 continue
             out.append((t.number, space.config(t.params), t.user_attrs.get("source", f"optuna:{self.s.sampler}")))
         return out
