@@ -41,7 +41,6 @@ Usage (GPU host): python3 scripts/gpu_pdl_check.py [--buckets 64x8192:full,...] 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -87,11 +86,11 @@ def patched_source(text: str, variant: str) -> str:
 
 
 def load_variant(src: Path, variant: str, workdir: Path):
+    from tuner.render import load_module
+
     path = workdir / f"{src.stem}__{variant}.py"  # a real file: triton.jit reads the source
     path.write_text(patched_source(src.read_text(), variant))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(path)
     if not getattr(mod, "SUPPORTS_PDL", False):
         raise SystemExit(f"{src}: emitted before PDL support; re-emit the table")
     return mod
@@ -116,13 +115,18 @@ def launch(mod, x, out, pdl):
     return gates_launch(mod, x, out, False, pdl=pdl)
 
 
+def module_config(text: str):
+    """The Config a generated module was rendered from (its header's `# config:` line)."""
+    from tuner.problem import Config
+
+    return Config(**json.loads(text.split("\n# config:  ", 1)[1].split("\n", 1)[0]))
+
+
 def rerender(src: Path, template_dir: Path, workdir: Path) -> Path:
     """The same variant (problem and config of the table's module) rendered from other templates."""
-    from tuner.problem import Config
     from tuner.render import render
 
-    text = src.read_text()
-    config = Config(**json.loads(text.split("\n# config:  ", 1)[1].split("\n", 1)[0]))
+    config = module_config(src.read_text())
     out = workdir / f"{src.stem}__alt.py"
     out.write_text(render(Problem(), config, template_dir))
     return out

@@ -33,7 +33,6 @@ Usage (GPU host): python3 scripts/gpu_timeline.py [--buckets 64x8192:full,...] [
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -129,29 +128,29 @@ def probed_source(text: str, block_t: int, first_tile: bool = True) -> str:
 
 
 def load_module_from(text: str, name: str, workdir: Path):
+    from tuner.render import load_module
+
     path = workdir / f"{name}.py"  # a real file: triton.jit reads the source
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(path)
 
 
-def module_text(problem: Problem, bucket, lens, config: Config | None, template_dir: Path | None) -> tuple[str, str]:
-    """The source to probe: `config` rendered, or the dispatch table's module for the bucket;
-    with template_dir, rendered from those templates (the table's config, if none is given)."""
+def module_text(problem: Problem, bucket, lens, config: Config | None,
+                template_dir: Path | None) -> tuple[str, str, Config]:
+    """(source, name, config) to probe: `config` rendered, or the dispatch table's module for the
+    bucket; with template_dir, rendered from those templates (the table's config, if none is given)."""
     from tuner.render import render
 
     if config is None:
-        from gpu_pdl_check import module_for
+        from gpu_pdl_check import module_config, module_for
 
         src, variant = module_for(problem, bucket, lens)
-        if template_dir is None:
-            return src.read_text(), variant
         text = src.read_text()
-        config = Config(**json.loads(text.split("\n# config:  ", 1)[1].split("\n", 1)[0]))
+        config = module_config(text)
+        if template_dir is None:
+            return text, variant, config
     tag = " (alt)" if template_dir is not None else ""
-    return render(problem, config, template_dir), config.slug + tag
+    return render(problem, config, template_dir), config.slug + tag, config
 
 
 def xcompile_probed(problem: Problem, config: Config, capability: int = 90) -> dict:
@@ -321,9 +320,9 @@ def main() -> int:
     gate_in = make_decode_inputs(problem, 3, 700, "random", seed=1, device="cuda")
     rows, raw = [], []
     for bucket, lens in cases:
-        for config in configs:
-            text, name = module_text(problem, bucket, lens, config, template_dir)
-            block_t = int(text.split("BLOCK_T: tl.constexpr = tl.constexpr(", 1)[1].split(")", 1)[0])
+        for wanted in configs:
+            text, name, config = module_text(problem, bucket, lens, wanted, template_dir)
+            block_t = config.block_t
             plain = load_module_from(text, f"plain_{len(rows)}", workdir)
             probed = load_module_from(probed_source(text, block_t, not args.no_first_tile), f"probed_{len(rows)}", workdir)
             # The probes must not change a logit (they only add timer reads and stores of their own).
@@ -333,7 +332,7 @@ def main() -> int:
             fl_us = floor_ms(sets[0], False, copy_bw=copy_bw) * 1e3
             launches = 8
             outs = [new_output(sets[i % len(sets)], 0.0) for i in range(launches)]
-            grid_programs = bucket.batch * -(-bucket.context // int(text.split("CHUNK = ", 1)[1].split("\n", 1)[0]))
+            grid_programs = bucket.batch * -(-bucket.context // (config.block_t * config.tiles_per_program))
             probes = [torch.zeros(grid_programs, SCALARS + block_t, dtype=torch.int64, device="cuda")
                       for _ in range(launches)]
 
