@@ -15,6 +15,9 @@ For each decode bucket, on the same inputs and by the same CUDA-graph replay as 
 - paged even + q (--with-q): the same, each program first reading its request's q and w (8 KB +
            256 B for fp8, H=64, D=128, from L2) as a scoring program must: what a split with short
            programs costs before any math;
+- paged even + q + logits (--with-logits): that, and each program writing its run's logits (4 bytes
+           per valid token into an output of the real shape, once after its run's last page, as
+           store "run" does): every byte a scoring kernel with this split moves, and no math;
 - shipped: the runtime API (the dispatch table's pick).
 Each as time and % of the floor (bytes / measured copy bandwidth).
 
@@ -69,9 +72,9 @@ def _stream_kernel(x_ptr, n_words, out_ptr, BLOCK: tl.constexpr, TILES: tl.const
 
 
 @triton.jit
-def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, out_ptr, q_ptr,
+def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, out_ptr, q_ptr, logits_ptr, logits_stride,
                        PAGE: tl.constexpr, PAGE_WORDS: tl.constexpr, BLOCK: tl.constexpr, PAGES: tl.constexpr,
-                       EVEN: tl.constexpr, Q_WORDS: tl.constexpr):
+                       EVEN: tl.constexpr, Q_WORDS: tl.constexpr, LOGITS: tl.constexpr):
     b = tl.program_id(0)
     c = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
@@ -87,14 +90,22 @@ def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, o
     if c * per >= n_pages:
         return  # past the request's length: exit at once, like the decode kernel
     base = kv_ptr.to(tl.pointer_type(tl.int32))
-    for i in range(0, tl.minimum(per, n_pages - c * per)):  # valid pages only
+    n_here = tl.minimum(per, n_pages - c * per)
+    for i in range(0, n_here):  # valid pages only
         page = tl.load(bt_ptr + b * bt_stride + c * per + i)
         acc ^= tl.load(base + page.to(tl.int64) * page_stride_words + offs, mask=offs < PAGE_WORDS, other=0)
     tl.store(out_ptr + b * tl.num_programs(1) + c, tl.sum(acc, 0))
+    if LOGITS:
+        # The run's logits, 4 bytes a token, written once after its last page (the shipped store
+        # "run" does the same); zeros: the bytes, not the values, are what is timed.
+        tok = tl.arange(0, PAGES * PAGE)
+        tl.store(logits_ptr + b.to(tl.int64) * logits_stride + c * per * PAGE + tok, tl.zeros([PAGES * PAGE], tl.float32),
+                 mask=tok < n_here * PAGE)
 
 
 EVERY_CONFIG = False  # --every-config: print each config's time, not only the best
 WITH_Q = False  # --with-q: also the paged even read with each program reading its request's q and w first
+WITH_LOGITS = False  # --with-logits: also that read writing its run's logits
 
 
 def best_of(make_fns, configs, replays, what=""):
@@ -155,14 +166,19 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
     q_words = (problem.next_n * problem.heads * (problem.head_dim * q_bytes + 4)) // 4
     qbuf = torch.randint(-2**31, 2**31 - 1, (bucket.batch * q_words,), dtype=torch.int32, device="cuda")
 
-    def paged_fns(cfg, even=False, with_q=False):
+    # the logits outputs, one per input set as the shipped kernel gets (for --with-logits)
+    louts = [new_output(x, 0.0) for x in sets] if WITH_LOGITS else [pout] * len(sets)
+
+    def paged_fns(cfg, even=False, with_q=False, logits=False):
         pages, warps, stages = cfg
         g = (bucket.batch, triton.cdiv(width_pages, pages))
-        return [lambda x=x: _paged_read_kernel[g](x.kv_cache, page_stride // 4, x.block_table, x.block_table.stride(0),
-                                                  x.context_lens, pout, qbuf, PAGE=page, PAGE_WORDS=page_bytes // 4,
-                                                  BLOCK=triton.next_power_of_2(max(page_bytes, q_words * 4) // 4),
-                                                  PAGES=pages, EVEN=even, Q_WORDS=q_words if with_q else 0,
-                                                  num_warps=warps, num_stages=stages) for x in sets]
+        return [lambda x=x, lo=lo: _paged_read_kernel[g](x.kv_cache, page_stride // 4, x.block_table, x.block_table.stride(0),
+                                                         x.context_lens, pout, qbuf, lo, lo.stride(0) if logits else 0,
+                                                         PAGE=page, PAGE_WORDS=page_bytes // 4,
+                                                         BLOCK=triton.next_power_of_2(max(page_bytes, q_words * 4) // 4),
+                                                         PAGES=pages, EVEN=even, Q_WORDS=q_words if with_q else 0,
+                                                         LOGITS=logits, num_warps=warps, num_stages=stages)
+                for x, lo in zip(sets, louts)]
 
     paged_configs = list(itertools.product((1, 2, 4, 8, 16), (4, 8), (2, 3)))
     row["paged"] = best_of(paged_fns, paged_configs, replays, "paged (pages, warps, stages)")
@@ -171,6 +187,9 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
     if WITH_Q:
         row["paged_even_q"] = best_of(lambda cfg: paged_fns(cfg, even=True, with_q=True), paged_configs, replays,
                                       "paged even + q (pages, warps, stages)")
+    if WITH_LOGITS:
+        row["paged_even_q_logits"] = best_of(lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=True),
+                                             paged_configs, replays, "paged even + q + logits (pages, warps, stages)")
 
     call = _api_call(problem)
     outs = [new_output(x, 0.0) for x in sets]
@@ -197,13 +216,15 @@ def main() -> None:
     ap.add_argument("--every-config", action="store_true", help="print each stream / paged config's time")
     ap.add_argument("--with-q", action="store_true",
                     help="also time 'paged even + q': each program reads its request's q and w before its pages")
+    ap.add_argument("--with-logits", action="store_true",
+                    help="also time 'paged even + q + logits': that read writing its run's logits (implies --with-q)")
     args = ap.parse_args()
     try:
         cases = parse_bucket_specs(args.buckets, lens_modes=DECODE_LENS_MODES)
     except ValueError as exc:
         ap.error(str(exc))
-    global EVERY_CONFIG, WITH_Q
-    EVERY_CONFIG, WITH_Q = args.every_config, args.with_q
+    global EVERY_CONFIG, WITH_Q, WITH_LOGITS
+    EVERY_CONFIG, WITH_Q, WITH_LOGITS = args.every_config, args.with_q or args.with_logits, args.with_logits
     torch.manual_seed(0)
     warm_up_gpu()
     copy_bw = measure_copy_bandwidth()
@@ -215,7 +236,8 @@ def main() -> None:
         rows.append(row)
         print(f"{row['bucket']:>10} {lens:>7} floor {row['floor_us']:8.1f} us | empty {fmt(row, 'empty')} | chain "
               f"{fmt(row, 'chain')} | stream {fmt(row, 'stream')} | paged {fmt(row, 'paged')} | paged even "
-              f"{fmt(row, 'paged_even')} | paged even + q {fmt(row, 'paged_even_q')} | shipped "
+              f"{fmt(row, 'paged_even')} | paged even + q {fmt(row, 'paged_even_q')} | + logits "
+              f"{fmt(row, 'paged_even_q_logits')} | shipped "
               f"{fmt(row, 'shipped')}", flush=True)
         if row.get("stream"):
             print(f"    stream cfg (block, tiles, warps) {row['stream'][0]}; paged cfg (pages, warps, stages) "
@@ -230,11 +252,12 @@ def main() -> None:
             return v
         with open(args.out, "w") as f:
             json.dump({"copy_bw": copy_bw, "rows": [{k: enc(v) for k, v in r.items()} for r in rows]}, f, indent=1)
-    print("\nbucket lens | floor | empty | chain | stream | paged | paged even | paged even + q | shipped   "
-          "(p50 per launch, % of floor)")
+    print("\nbucket lens | floor | empty | chain | stream | paged | paged even | paged even + q | + logits | shipped"
+          "   (p50 per launch, % of floor)")
     for r in rows:
         print(f"{r['bucket']} {r['lens']} | {r['floor_us']:.1f} us | {fmt(r, 'empty')} | {fmt(r, 'chain')} | "
               f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'paged_even')} | {fmt(r, 'paged_even_q')} | "
+              f"{fmt(r, 'paged_even_q_logits')} | "
               f"{fmt(r, 'shipped')}")
 
 
