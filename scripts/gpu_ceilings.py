@@ -74,7 +74,7 @@ def _stream_kernel(x_ptr, n_words, out_ptr, BLOCK: tl.constexpr, TILES: tl.const
 @triton.jit
 def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, out_ptr, q_ptr, logits_ptr, logits_stride,
                        PAGE: tl.constexpr, PAGE_WORDS: tl.constexpr, BLOCK: tl.constexpr, PAGES: tl.constexpr,
-                       EVEN: tl.constexpr, Q_WORDS: tl.constexpr, LOGITS: tl.constexpr):
+                       EVEN: tl.constexpr, Q_WORDS: tl.constexpr, LOGITS: tl.constexpr, HINT: tl.constexpr = ""):
     b = tl.program_id(0)
     c = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
@@ -91,21 +91,36 @@ def _paged_read_kernel(kv_ptr, page_stride_words, bt_ptr, bt_stride, lens_ptr, o
         return  # past the request's length: exit at once, like the decode kernel
     base = kv_ptr.to(tl.pointer_type(tl.int32))
     n_here = tl.minimum(per, n_pages - c * per)
+    row = logits_ptr + b.to(tl.int64) * logits_stride + c * per * PAGE
     for i in range(0, n_here):  # valid pages only
         page = tl.load(bt_ptr + b * bt_stride + c * per + i)
         acc ^= tl.load(base + page.to(tl.int64) * page_stride_words + offs, mask=offs < PAGE_WORDS, other=0)
+        if LOGITS == 2:  # each page's logits after it (the shipped store "tile")
+            _store_logits(row + i * PAGE + tl.arange(0, PAGE), tl.full([PAGE], 0.0, tl.float32), None, HINT)
     tl.store(out_ptr + b * tl.num_programs(1) + c, tl.sum(acc, 0))
-    if LOGITS:
+    if LOGITS == 1:
         # The run's logits, 4 bytes a token, written once after its last page (the shipped store
         # "run" does the same); zeros: the bytes, not the values, are what is timed.
         tok = tl.arange(0, PAGES * PAGE)
-        tl.store(logits_ptr + b.to(tl.int64) * logits_stride + c * per * PAGE + tok, tl.zeros([PAGES * PAGE], tl.float32),
-                 mask=tok < n_here * PAGE)
+        _store_logits(row + tok, tl.zeros([PAGES * PAGE], tl.float32), tok < n_here * PAGE, HINT)
+
+
+@triton.jit
+def _store_logits(ptrs, values, mask, HINT: tl.constexpr):
+    # HINT: "" a plain store; ".cs" / ".wt" a cache modifier; "evict_first" / "evict_last" an L2
+    # eviction policy (--logits-hints: does the way the logits are written change their cost?)
+    if HINT == "evict_first" or HINT == "evict_last":
+        tl.store(ptrs, values, mask=mask, eviction_policy=HINT)
+    elif HINT == "":
+        tl.store(ptrs, values, mask=mask)
+    else:
+        tl.store(ptrs, values, mask=mask, cache_modifier=HINT)
 
 
 EVERY_CONFIG = False  # --every-config: print each config's time, not only the best
 WITH_Q = False  # --with-q: also the paged even read with each program reading its request's q and w first
 WITH_LOGITS = False  # --with-logits: also that read writing its run's logits
+LOGITS_HINTS: list[str] = []  # --logits-hints: that read again for each way of writing the logits
 
 
 def best_of(make_fns, configs, replays, what=""):
@@ -169,7 +184,7 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
     # the logits outputs, one per input set as the shipped kernel gets (for --with-logits)
     louts = [new_output(x, 0.0) for x in sets] if WITH_LOGITS else [pout] * len(sets)
 
-    def paged_fns(cfg, even=False, with_q=False, logits=False):
+    def paged_fns(cfg, even=False, with_q=False, logits=0, hint=""):
         pages, warps, stages = cfg
         g = (bucket.batch, triton.cdiv(width_pages, pages))
         return [lambda x=x, lo=lo: _paged_read_kernel[g](x.kv_cache, page_stride // 4, x.block_table, x.block_table.stride(0),
@@ -177,7 +192,7 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
                                                          PAGE=page, PAGE_WORDS=page_bytes // 4,
                                                          BLOCK=triton.next_power_of_2(max(page_bytes, q_words * 4) // 4),
                                                          PAGES=pages, EVEN=even, Q_WORDS=q_words if with_q else 0,
-                                                         LOGITS=logits, num_warps=warps, num_stages=stages)
+                                                         LOGITS=logits, HINT=hint, num_warps=warps, num_stages=stages)
                 for x, lo in zip(sets, louts)]
 
     paged_configs = list(itertools.product((1, 2, 4, 8, 16), (4, 8), (2, 3)))
@@ -188,8 +203,14 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
         row["paged_even_q"] = best_of(lambda cfg: paged_fns(cfg, even=True, with_q=True), paged_configs, replays,
                                       "paged even + q (pages, warps, stages)")
     if WITH_LOGITS:
-        row["paged_even_q_logits"] = best_of(lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=True),
+        row["paged_even_q_logits"] = best_of(lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=1),
                                              paged_configs, replays, "paged even + q + logits (pages, warps, stages)")
+        # LOGITS_HINTS: "where:hint", where "run" (once after the run) or "page" (after each page)
+        for spec in LOGITS_HINTS:
+            where, _, hint = spec.partition(":")
+            row[f"logits_{spec}"] = best_of(
+                lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=1 if where == "run" else 2, hint=hint),
+                [c for c in paged_configs if c[1] == 4], replays, f"paged even + q + logits {spec} (pages, warps, stages)")
 
     call = _api_call(problem)
     outs = [new_output(x, 0.0) for x in sets]
@@ -218,13 +239,22 @@ def main() -> None:
                     help="also time 'paged even + q': each program reads its request's q and w before its pages")
     ap.add_argument("--with-logits", action="store_true",
                     help="also time 'paged even + q + logits': that read writing its run's logits (implies --with-q)")
+    ap.add_argument("--logits-hints", default="",
+                    help="with --with-logits: also time WHERE:HINT variants, comma-separated; WHERE run|page, HINT one "
+                         "of '', .cs, .wt, evict_first, evict_last (e.g. 'page:,run:.cs')")
     args = ap.parse_args()
     try:
         cases = parse_bucket_specs(args.buckets, lens_modes=DECODE_LENS_MODES)
     except ValueError as exc:
         ap.error(str(exc))
-    global EVERY_CONFIG, WITH_Q, WITH_LOGITS
+    global EVERY_CONFIG, WITH_Q, WITH_LOGITS, LOGITS_HINTS
     EVERY_CONFIG, WITH_Q, WITH_LOGITS = args.every_config, args.with_q or args.with_logits, args.with_logits
+    LOGITS_HINTS = [h for h in args.logits_hints.split(",") if h]
+    for h in LOGITS_HINTS:
+        where, sep, hint = h.partition(":")
+        if not sep or where not in ("run", "page") or hint not in ("", ".cs", ".wt", "evict_first", "evict_last"):
+            ap.error(f"--logits-hints: expected WHERE:HINT with WHERE run|page and HINT '', .cs, .wt, evict_first "
+                     f"or evict_last, got {h!r}")
     torch.manual_seed(0)
     warm_up_gpu()
     copy_bw = measure_copy_bandwidth()
@@ -254,6 +284,9 @@ def main() -> None:
             json.dump({"copy_bw": copy_bw, "rows": [{k: enc(v) for k, v in r.items()} for r in rows]}, f, indent=1)
     print("\nbucket lens | floor | empty | chain | stream | paged | paged even | paged even + q | + logits | shipped"
           "   (p50 per launch, % of floor)")
+    for r in rows:
+        for spec in LOGITS_HINTS:
+            print(f"{r['bucket']} {r['lens']} logits {spec}: {fmt(r, f'logits_{spec}')}")
     for r in rows:
         print(f"{r['bucket']} {r['lens']} | {r['floor_us']:.1f} us | {fmt(r, 'empty')} | {fmt(r, 'chain')} | "
               f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'paged_even')} | {fmt(r, 'paged_even_q')} | "
