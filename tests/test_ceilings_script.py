@@ -34,5 +34,5 @@ def test_paged_read_writes_exactly_the_valid_tokens(logits, pages):
                                           PAGE_WORDS=8, BLOCK=8, PAGES=pages, EVEN=True, Q_WORDS=4, LOGITS=logits)
     for b in range(batch):
         valid = -(-int(lens[b]) // page) * page  # whole valid pages: the tokens a run scores
-        assert (out[b, :valid] == 0).all(), (b, out[b])
+        assert (out[b, :valid] == 0).all(), (b, out[b])  # the cache is zeros: so are the words' sums
         assert out[b, valid:].isnan().all(), (b, out[b])
