@@ -127,6 +127,7 @@ EVERY_CONFIG = False  # --every-config: print each config's time, not only the b
 WITH_Q = False  # --with-q: also the paged even read with each program reading its request's q and w first
 WITH_LOGITS = False  # --with-logits: also that read writing its run's logits
 LOGITS_HINTS: list[str] = []  # --logits-hints: that read again for each way of writing the logits
+FIXED_LOGITS = False  # --fixed-logits: the fixed-chunk read writing logits, with and without q
 
 
 def best_of(make_fns, configs, replays, what=""):
@@ -188,7 +189,7 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
     qbuf = torch.randint(-2**31, 2**31 - 1, (bucket.batch * q_words,), dtype=torch.int32, device="cuda")
 
     # the logits outputs, one per input set as the shipped kernel gets (for --with-logits)
-    louts = [new_output(x, 0.0) for x in sets] if WITH_LOGITS else [pout] * len(sets)
+    louts = [new_output(x, 0.0) for x in sets] if WITH_LOGITS or FIXED_LOGITS else [pout] * len(sets)
 
     def paged_fns(cfg, even=False, with_q=False, logits=0, hint=""):
         pages, warps, stages = cfg
@@ -217,6 +218,15 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
             row[f"logits_{spec}"] = best_of(
                 lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=1 if where == "run" else 2, hint=hint),
                 [c for c in paged_configs if c[1] == 4], replays, f"paged even + q + logits {spec} (pages, warps, stages)")
+    if FIXED_LOGITS:
+        # The fastest bare read (fixed chunks, 1-2 pages a program) with the logits written after
+        # each page: without q (as if the programs of a request shared one fetch of it), and with q
+        # read by every program. What a short-program scoring kernel could reach at best.
+        short = [c for c in paged_configs if c[0] <= 4 and c[1] == 4]
+        row["paged_logits"] = best_of(lambda cfg: paged_fns(cfg, logits=2), short, replays,
+                                      "paged + logits (pages, warps, stages)")
+        row["paged_q_logits"] = best_of(lambda cfg: paged_fns(cfg, with_q=True, logits=2), short, replays,
+                                        "paged + q + logits (pages, warps, stages)")
 
     call = _api_call(problem)
     outs = [new_output(x, 0.0) for x in sets]
@@ -245,6 +255,9 @@ def main() -> None:
                     help="also time 'paged even + q': each program reads its request's q and w before its pages")
     ap.add_argument("--with-logits", action="store_true",
                     help="also time 'paged even + q + logits': that read writing its run's logits (implies --with-q)")
+    ap.add_argument("--fixed-logits", action="store_true",
+                    help="also time the fixed-chunk read (1-4 pages a program) writing each page's logits, without "
+                         "and with q: what a short-program scoring kernel could reach")
     ap.add_argument("--logits-hints", default="",
                     help="with --with-logits: also time WHERE:HINT variants, comma-separated; WHERE run|page, HINT one "
                          "of '', .cs, .wt, evict_first, evict_last (e.g. 'page:,run:.cs')")
@@ -253,7 +266,8 @@ def main() -> None:
         cases = parse_bucket_specs(args.buckets, lens_modes=DECODE_LENS_MODES)
     except ValueError as exc:
         ap.error(str(exc))
-    global EVERY_CONFIG, WITH_Q, WITH_LOGITS, LOGITS_HINTS
+    global EVERY_CONFIG, WITH_Q, WITH_LOGITS, LOGITS_HINTS, FIXED_LOGITS
+    FIXED_LOGITS = args.fixed_logits
     EVERY_CONFIG, WITH_Q, WITH_LOGITS = args.every_config, args.with_q or args.with_logits, args.with_logits
     LOGITS_HINTS = [h for h in args.logits_hints.split(",") if h]
     for h in LOGITS_HINTS:
@@ -293,6 +307,9 @@ def main() -> None:
     for r in rows:
         for spec in LOGITS_HINTS:
             print(f"{r['bucket']} {r['lens']} logits {spec}: {fmt(r, f'logits_{spec}')}")
+        if FIXED_LOGITS:
+            print(f"{r['bucket']} {r['lens']} paged + logits: {fmt(r, 'paged_logits')}; paged + q + logits: "
+                  f"{fmt(r, 'paged_q_logits')}")
     for r in rows:
         print(f"{r['bucket']} {r['lens']} | {r['floor_us']:.1f} us | {fmt(r, 'empty')} | {fmt(r, 'chain')} | "
               f"{fmt(r, 'stream')} | {fmt(r, 'paged')} | {fmt(r, 'paged_even')} | {fmt(r, 'paged_even_q')} | "

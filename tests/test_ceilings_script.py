@@ -1,7 +1,7 @@
 """scripts/gpu_ceilings.py's paged read (under the interpreter): with --with-logits it must write
 every valid token's logit and nothing past a request's last valid page, whether once after the
-run (as store "run") or after each page (as store "tile"), at any pages per program; else the
-I/O ceiling it reports would time the wrong bytes."""
+run (as store "run") or after each page (as store "tile"), at any pages per program, split evenly
+or in fixed chunks; else the I/O ceiling it reports would time the wrong bytes."""
 
 import sys
 from pathlib import Path
@@ -17,9 +17,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 pytestmark = pytest.mark.skipif(not INTERPRET, reason="runs the Triton interpreter on CPU tensors")
 
 
+@pytest.mark.parametrize("even", [True, False], ids=["even-split", "fixed-chunks"])
 @pytest.mark.parametrize("logits", [1, 2], ids=["after-run", "after-page"])
 @pytest.mark.parametrize("pages", [1, 2, 4])
-def test_paged_read_writes_exactly_the_valid_tokens(logits, pages):
+def test_paged_read_writes_exactly_the_valid_tokens(logits, pages, even):
     import gpu_ceilings
 
     batch, page, width = 3, 4, 8  # tokens per page, pages per row of the table
@@ -31,7 +32,7 @@ def test_paged_read_writes_exactly_the_valid_tokens(logits, pages):
     out = torch.full((batch, width * page), float("nan"))
     grid = (batch, -(-width // pages))
     gpu_ceilings._paged_read_kernel[grid](kv, 8, block_table, width, lens, sink, q, out, out.stride(0), PAGE=page,
-                                          PAGE_WORDS=8, BLOCK=8, PAGES=pages, EVEN=True, Q_WORDS=4, LOGITS=logits)
+                                          PAGE_WORDS=8, BLOCK=8, PAGES=pages, EVEN=even, Q_WORDS=4, LOGITS=logits)
     for b in range(batch):
         valid = -(-int(lens[b]) // page) * page  # whole valid pages: the tokens a run scores
         assert (out[b, :valid] == 0).all(), (b, out[b])  # the cache is zeros: so are the words' sums
