@@ -18,6 +18,11 @@ For each decode bucket, on the same inputs and by the same CUDA-graph replay as 
 - paged even + q + logits (--with-logits): that, and each program writing its run's logits (4 bytes
            per valid token into an output of the real shape, once after its run's last page, as
            store "run" does): every byte a scoring kernel with this split moves, and no math;
+           --logits-hints times it again for each way of writing the logits (after the run or
+           after each page; a cache modifier or an eviction policy);
+- paged + logits, paged + q + logits (--fixed-logits): the fixed-chunk read of 1-4 pages a program,
+           writing each page's logits, without q and with q: what a short-program scoring kernel
+           could reach at best;
 - shipped: the runtime API (the dispatch table's pick).
 Each as time and % of the floor (bytes / measured copy bandwidth).
 
@@ -219,7 +224,7 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
                 lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=1 if where == "run" else 2, hint=hint),
                 [c for c in paged_configs if c[1] == 4], replays, f"paged even + q + logits {spec} (pages, warps, stages)")
     if FIXED_LOGITS:
-        # The fastest bare read (fixed chunks, 1-2 pages a program) with the logits written after
+        # The fastest bare read (fixed chunks of 1-4 pages a program) with the logits written after
         # each page: without q (as if the programs of a request shared one fetch of it), and with q
         # read by every program. What a short-program scoring kernel could reach at best.
         short = [c for c in paged_configs if c[0] <= 4 and c[1] == 4]
@@ -270,6 +275,8 @@ def main() -> None:
     FIXED_LOGITS = args.fixed_logits
     EVERY_CONFIG, WITH_Q, WITH_LOGITS = args.every_config, args.with_q or args.with_logits, args.with_logits
     LOGITS_HINTS = [h for h in args.logits_hints.split(",") if h]
+    if LOGITS_HINTS and not WITH_LOGITS:
+        ap.error("--logits-hints: needs --with-logits (the hints are variants of that read)")
     for h in LOGITS_HINTS:
         where, sep, hint = h.partition(":")
         if not sep or where not in ("run", "page") or hint not in ("", ".cs", ".wt", "evict_first", "evict_last"):
