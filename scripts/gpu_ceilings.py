@@ -133,6 +133,9 @@ WITH_Q = False  # --with-q: also the paged even read with each program reading i
 WITH_LOGITS = False  # --with-logits: also that read writing its run's logits
 LOGITS_HINTS: list[str] = []  # --logits-hints: that read again for each way of writing the logits
 FIXED_LOGITS = False  # --fixed-logits: the fixed-chunk read writing logits, with and without q
+# --logits-hints WHERE:HINT: where the logits are written (the kernel's LOGITS mode) and how
+LOGITS_AT = {"run": 1, "page": 2}
+LOGITS_HINT_CHOICES = ("", ".cs", ".wt", "evict_first", "evict_last")
 
 
 def best_of(make_fns, configs, replays, what=""):
@@ -221,7 +224,7 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
         for spec in LOGITS_HINTS:
             where, _, hint = spec.partition(":")
             row[f"logits_{spec}"] = best_of(
-                lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=1 if where == "run" else 2, hint=hint),
+                lambda cfg: paged_fns(cfg, even=True, with_q=True, logits=LOGITS_AT[where], hint=hint),
                 [c for c in paged_configs if c[1] == 4], replays, f"paged even + q + logits {spec} (pages, warps, stages)")
     if FIXED_LOGITS:
         # The fastest bare read (fixed chunks of 1-4 pages a program) with the logits written after
@@ -264,8 +267,8 @@ def main() -> None:
                     help="also time the fixed-chunk read (1-4 pages a program) writing each page's logits, without "
                          "and with q: what a short-program scoring kernel could reach")
     ap.add_argument("--logits-hints", default="",
-                    help="with --with-logits: also time WHERE:HINT variants, comma-separated; WHERE run|page, HINT one "
-                         "of '', .cs, .wt, evict_first, evict_last (e.g. 'page:,run:.cs')")
+                    help=f"with --with-logits: also time WHERE:HINT variants, comma-separated; WHERE one of "
+                         f"{'|'.join(LOGITS_AT)}, HINT one of {LOGITS_HINT_CHOICES} (e.g. 'page:,run:.cs')")
     args = ap.parse_args()
     try:
         cases = parse_bucket_specs(args.buckets, lens_modes=DECODE_LENS_MODES)
@@ -279,9 +282,9 @@ def main() -> None:
         ap.error("--logits-hints: needs --with-logits (the hints are variants of that read)")
     for h in LOGITS_HINTS:
         where, sep, hint = h.partition(":")
-        if not sep or where not in ("run", "page") or hint not in ("", ".cs", ".wt", "evict_first", "evict_last"):
-            ap.error(f"--logits-hints: expected WHERE:HINT with WHERE run|page and HINT '', .cs, .wt, evict_first "
-                     f"or evict_last, got {h!r}")
+        if not sep or where not in LOGITS_AT or hint not in LOGITS_HINT_CHOICES:
+            ap.error(f"--logits-hints: expected WHERE:HINT with WHERE one of {'|'.join(LOGITS_AT)} and HINT one of "
+                     f"{LOGITS_HINT_CHOICES}, got {h!r}")
     torch.manual_seed(0)
     warm_up_gpu()
     copy_bw = measure_copy_bandwidth()
