@@ -51,8 +51,9 @@ def test_template_ab_refuses_a_folder_without_templates(tmp_path):
 def test_template_ab_catches_a_wrong_candidate(tmp_path):
     """The A/B gates the candidate for real: a candidate reading the wrong page is rejected."""
     src = (ROOT / "templates" / "decode_paged.py.jinja").read_text()
-    bad = src.replace("page_next = tl.load(bt_ptr + b * bt_stride + chunk_start // PAGE, mask=chunk_start < top, other=0)",
-                      "page_next = tl.load(bt_ptr + b * bt_stride + chunk_start // PAGE, mask=chunk_start < top, other=0) + 1")
+    # (full lengths: every program takes the run it guessed before the lengths arrived)
+    bad = src.replace("page_guess = tl.load(bt_ptr + b * bt_stride + guess_first * BLOCK_T // PAGE,",
+                      "page_guess = 1 + tl.load(bt_ptr + b * bt_stride + guess_first * BLOCK_T // PAGE,")
     assert bad != src
     (tmp_path / "decode_paged.py.jinja").write_text(bad)
     proc = subprocess.run([sys.executable, "-W", "ignore", str(SCRIPT), "--alt", str(tmp_path), "--cpu-smoke",

@@ -139,7 +139,7 @@ def typical_args(problem: Problem, config: Config | None = None) -> dict[str, An
             "bt_stride": TYPICAL_CONTEXT // problem.page_size, "out_stride": TYPICAL_CONTEXT,
             "max_context_len": TYPICAL_CONTEXT, "batch": TYPICAL_BATCH,
             "bt_cols": TYPICAL_CONTEXT // problem.page_size,  # the block table's width (bt_stride if contiguous)
-            "guess_per": 16,  # experiments/decode_bt_guess: a full request's tiles per program
+            "guess_per": 16,  # the split grid's tiles per program for a request that fills the table
         }
     return {
         "q_ptr": f"*{dt}", "k_ptr": f"*{dt}", "k_scale_ptr": "*fp32" if problem.cache_dtype == "fp8" else f"*{dt}",
