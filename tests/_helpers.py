@@ -7,7 +7,10 @@ from pathlib import Path
 
 import torch
 
+from tuner.problem import Config, Problem
 from tuner.reference import relative_error
+from tuner.render import emit, load_module
+from tuner.space import check
 
 
 def trial_rows(db: Path) -> dict[str, dict]:
@@ -29,3 +32,10 @@ def check_output(buf, out, ref, valid, clean: bool, rule: str) -> None:
     assert err < 1e-3, f"relative error {err:.3g}"
     if clean:
         assert torch.equal(torch.isneginf(out), ~valid), f"-inf mask differs from {rule}"
+
+
+def checked_module(problem: Problem, config: Config, out_dir: Path):
+    """The rendered kernel module of `config`, emitted into `out_dir` and imported; the config must
+    stay inside the space as the space evolves (a sample of it would silently drift otherwise)."""
+    check(problem, config)
+    return load_module(emit(problem, config, out_dir))

@@ -31,6 +31,12 @@ def device() -> str:
     return "cpu" if INTERPRET else "cuda"
 
 
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory, request):
+    """A folder for the kernel modules one test module emits (shared by its tests)."""
+    return tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1] + "_kernels")
+
+
 @pytest.fixture
 def dot_dtype_for():
     """The tl.dot operand dtype a test may use: the interpreter gets bf16 dots wrong, so CPU

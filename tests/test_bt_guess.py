@@ -12,13 +12,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from _helpers import check_output, relative_error
+from _helpers import check_output, checked_module, relative_error
 
 from tuner.inputs import make_decode_inputs, poison_block_table
 from tuner.problem import Config, Problem
 from tuner.reference import paged_mqa_logits_ref
-from tuner.render import emit, load_module, render
-from tuner.space import check
+from tuner.render import render
 
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
@@ -28,16 +27,6 @@ PROBLEM = Problem(q_dtype="fp8", cache_dtype="fp8", scale_layout="page_blocked",
 def _config(dot: str, store: str, tiles: int = 2, block_t: int = 64) -> Config:
     return Config(block_t=block_t, tiles_per_program=tiles, num_warps=4, num_stages=2, dot_dtype=dot,
                   orient="k_rows", store=store)
-
-
-@pytest.fixture(scope="module")
-def kernel_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("kernels_guess")
-
-
-def _module(config: Config, out_dir, problem: Problem = PROBLEM):
-    check(problem, config)
-    return load_module(emit(problem, config, out_dir))
 
 
 def _run(module, inp, width: int, clean: bool = True, pad: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,9 +45,8 @@ def _spy_on_loads(monkeypatch) -> list[int]:
     real = InterpreterBuilder.create_masked_load
 
     def spy(self, ptrs, mask, *args, **kwargs):
-        addresses, on = np.asarray(ptrs.data), np.asarray(mask.data, dtype=bool)
-        reads.extend(int(a) for a in np.broadcast_to(addresses, np.broadcast_shapes(addresses.shape, on.shape))[
-            np.broadcast_to(on, np.broadcast_shapes(addresses.shape, on.shape))])
+        addresses, on = np.broadcast_arrays(np.asarray(ptrs.data), np.asarray(mask.data, dtype=bool))
+        reads.extend(addresses[on].tolist())
         return real(self, ptrs, mask, *args, **kwargs)
 
     monkeypatch.setattr(InterpreterBuilder, "create_masked_load", spy)
@@ -76,7 +64,7 @@ def test_a_wrong_guess_costs_time_never_a_logit(store, guess, kernel_dir, device
     """guess_per is the host's forecast of a full request's run; any other value (the kernel
     then reads its own entries wherever the forecast misses) must give the same bytes. Lengths:
     full, partial, one page, one token, zero."""
-    module = _module(_config(dot_dtype_for("fp8"), store), kernel_dir)
+    module = checked_module(PROBLEM, _config(dot_dtype_for("fp8"), store), kernel_dir)
     width = 640  # 10 pages: grid width 5 at 2 tiles a program
     inp = make_decode_inputs(PROBLEM, 5, width, [640, 640, 300, 64, 1], seed=3, device=device)
     buf_right, out_right = _run(module, inp, width)
@@ -95,7 +83,7 @@ def test_a_width_past_the_tables_capacity_with_the_guess(store, kernel_dir, devi
     table lie outside it (bt_cols masks them); the columns after the table in memory hold wild
     ids, and the answer must still be the reference's. Under the interpreter a spy on its loads
     checks that no column past the table is read at all."""
-    module = _module(_config(dot_dtype_for("fp8"), store), kernel_dir)
+    module = checked_module(PROBLEM, _config(dot_dtype_for("fp8"), store), kernel_dir)
     inp = make_decode_inputs(PROBLEM, 2, 256, [256, 200], seed=4, device=device)  # a 4-page table
     wide = torch.full((2, 12), 2**31 - 1, dtype=torch.int32, device=device)
     wide[:, :4] = inp.block_table

@@ -15,28 +15,16 @@ from dataclasses import dataclass, replace
 
 import pytest
 import torch
-from _helpers import check_output
+from _helpers import check_output, checked_module
 
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, poison_block_table
 from tuner.problem import Config, Problem
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_ref
-from tuner.render import emit, load_module
-from tuner.space import check
 
 PAD = 3  # extra columns per output row, never to be written
 
 # Triton 3.6's interpreter turns 1-element arrays into ints; numpy warns about it on every loop.
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
-
-
-@pytest.fixture(scope="module")
-def kernel_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("kernels")
-
-
-def _module(problem: Problem, config: Config, out_dir):
-    check(problem, config)  # the sample must stay inside the space as the space evolves
-    return load_module(emit(problem, config, out_dir))
 
 
 def _padded_nan(rows: int, cols: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,7 +175,7 @@ def test_decode_kernel_matches_reference(case: DecodeCase, kernel_dir, device, d
                       heads=case.heads, head_dim=32, next_n=case.next_n, lens_mode=case.lens_mode)
     config = Config(block_t=case.block_t, tiles_per_program=case.tiles, num_warps=case.warps, num_stages=2,
                     dot_dtype=dot_dtype_for(dtype), orient=case.orient, programs_per_sm=case.pps, store=case.store)
-    module = _module(problem, config, kernel_dir)
+    module = checked_module(problem, config, kernel_dir)
     batch = 3
     lens = list(case.lens) if isinstance(case.lens, tuple) else case.lens
     inp = make_decode_inputs(problem, batch, case.width, lens, seed=case.width + case.page, device=device,
@@ -265,7 +253,7 @@ def test_prefill_kernel_matches_reference(case: PrefillCase, kernel_dir, device,
                       page_size=0, heads=case.heads, head_dim=32)
     config = Config(block_t=case.block_t, tiles_per_program=case.tiles, block_m=case.block_m, num_warps=4,
                     num_stages=2, dot_dtype=dot_dtype_for(case.dtype), orient=case.orient)
-    module = _module(problem, config, kernel_dir)
+    module = checked_module(problem, config, kernel_dir)
     inp = make_prefill_inputs(problem, case.rows, case.keys, case.windows, seed=case.rows, device=device,
                               num_seqs=case.num_seqs)
     k = inp.kv[0]
@@ -290,7 +278,7 @@ def test_cache_descriptor_only_where_tma_can_address_the_pages(family, kernel_di
     problem = Problem(family=family, q_dtype="fp8", cache_dtype="fp8", scale_layout="page_blocked", page_size=64,
                       heads=16, head_dim=32, **extra)
     config = Config(block_t=32, tiles_per_program=2, num_warps=4, num_stages=2, dot_dtype="fp16", orient="k_rows")
-    module = _module(problem, config, kernel_dir)
+    module = checked_module(problem, config, kernel_dir)
     pool = torch.zeros(4 * 64 * 36 + 64, dtype=torch.uint8)
     aligned = pool[: 3 * 64 * 36].view(torch.float8_e4m3fn)
     desc, use = module._cache_descriptor(aligned, 3, 64 * 36)
@@ -307,4 +295,4 @@ def test_cache_descriptor_only_where_tma_can_address_the_pages(family, kernel_di
         (replace(problem, scale_layout="token_interleaved"), config),
         (problem, replace(config, block_t=128)),  # a tile spans two pages
     ]:
-        assert not hasattr(_module(other_problem, other_config, kernel_dir), "_cache_descriptor")
+        assert not hasattr(checked_module(other_problem, other_config, kernel_dir), "_cache_descriptor")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _helpers import check_output
+from _helpers import check_output, checked_module
 
 import kernels_generated as K
 from kernels_generated._layout import layout_of, unpack_pages
@@ -28,7 +28,6 @@ from tuner.gates import GateFailure, run_all_gates
 from tuner.inputs import PrefillPagedInputs, make_prefill_paged_inputs, poison_block_table
 from tuner.problem import Config, Problem
 from tuner.reference import paged_mqa_logits_chunked_ref, relative_error
-from tuner.render import emit, load_module
 from tuner.roofline import floor_ms, prefill_flops
 from tuner.space import check, default_config
 
@@ -44,16 +43,6 @@ def _problem(layout: str, page: int, heads: int = 8, head_dim: int = 32) -> Prob
     dtype = "bf16" if layout == "none" else "fp8"
     return Problem(family="prefill_paged", q_dtype=dtype, cache_dtype=dtype, page_size=page, scale_layout=layout,
                    heads=heads, head_dim=head_dim)
-
-
-@pytest.fixture(scope="module")
-def kernel_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("prefill_paged_kernels")
-
-
-def _module(problem: Problem, config: Config, out_dir):
-    check(problem, config)
-    return load_module(emit(problem, config, out_dir))
 
 
 def _launch_padded(module, x: PrefillPagedInputs, clean: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -243,7 +232,7 @@ def test_kernel_matches_reference(case: Case, kernel_dir, device, dot_dtype_for)
     problem = _problem(case.layout, case.page, heads=case.heads)
     config = Config(block_t=case.block_t, tiles_per_program=case.tiles, block_m=case.block_m, num_warps=4,
                     num_stages=2, dot_dtype=dot_dtype_for(problem.cache_dtype), orient=case.orient)
-    module = _module(problem, config, kernel_dir)
+    module = checked_module(problem, config, kernel_dir)
     x = make_prefill_paged_inputs(problem, case.rows, case.width, chunk_lens=case.chunk_lens, seed=case.rows,
                                   device=device, page_gap_bytes=case.gap)
     buf, out = _launch_padded(module, x, case.clean)
@@ -258,7 +247,7 @@ def test_rows_of_a_chunk_see_exactly_their_prefix(kernel_dir, device, dot_dtype_
     problem = _problem("page_blocked", 32)
     config = Config(block_t=16, tiles_per_program=2, block_m=4, num_warps=4, num_stages=2,
                     dot_dtype=dot_dtype_for("fp8"), orient="k_rows")
-    module = _module(problem, config, kernel_dir)
+    module = checked_module(problem, config, kernel_dir)
     p0, n, width = 37, 20, 96
     x = make_prefill_paged_inputs(problem, n, width, chunk_lens=[n], chunk_starts=[p0], seed=2, device=device)
     assert x.row_limit.tolist() == [p0 + r + 1 for r in range(n)]
@@ -278,7 +267,7 @@ def test_limits_of_zero_and_past_every_limit_read_nothing(kernel_dir, device, do
     problem = _problem("none", 32)
     config = Config(block_t=32, tiles_per_program=1, block_m=2, num_warps=4, num_stages=2,
                     dot_dtype=dot_dtype_for("bf16"), orient="q_rows")
-    module = _module(problem, config, kernel_dir)
+    module = checked_module(problem, config, kernel_dir)
     x = make_prefill_paged_inputs(problem, 8, 192, chunk_lens=[3, 2, 3], chunk_starts=[0, 5, 20], seed=3,
                                   device=device)
     x = x.with_limits(torch.tensor([0, 0, 1, 0, 0, 30, 0, 2]))
@@ -295,7 +284,7 @@ def test_gates_pass_and_catch_a_wrong_kernel(kernel_dir, device, dot_dtype_for):
     problem = _problem("page_blocked", 64)
     config = Config(block_t=64, tiles_per_program=1, block_m=2, num_warps=4, num_stages=2,
                     dot_dtype=dot_dtype_for("fp8"), orient="k_rows")
-    module = _module(problem, config, kernel_dir)
+    module = checked_module(problem, config, kernel_dir)
     x = make_prefill_paged_inputs(problem, 9, 200, num_requests=3, seed=5, device=device)
     assert run_all_gates(module, problem, x, True) < 1e-3  # reference, poison, graph replay
 
