@@ -6,8 +6,9 @@
 # table's choices and measures them again instead of searching again.
 # The re-time is scripts/h200_x2_retime_decode.sh with PREFILL=1 (decode fp8 next_n=1, then chunked
 # prefill fp8, on GPU 0; decode fp8 next_n=2, bf16, then chunked prefill bf16, on GPU 1), each lane
-# on a copy of db/trials.sqlite. Then merge-db, emit and scripts/h200_x2_bench.sh (NO_TWO_GPU=1
-# GPU_TESTS=1 PAGE_GAP=1) on the new table.
+# on a copy of db/trials.sqlite; PREFILL=0 re-times decode only (a change to the decode template).
+# Then merge-db, emit and scripts/h200_x2_bench.sh (NO_TWO_GPU=1 GPU_TESTS=1 PAGE_GAP=1) on the new
+# table.
 # Back here: `python cli.py merge-db` the two lane stores and `python cli.py emit --gpu nvidia_h200`
 # (deterministic: the same bytes as the table benched here).
 # Usage (device tool, nvidia-h200-x2): bash scripts/h200_x2_retime_and_bench.sh   [with .whl carried]
@@ -18,7 +19,7 @@ install_wheels || exit 1
 OUT=${OUT:-/tmp/out}
 SUMMARY="$OUT/summary.txt"
 mkdir -p "$OUT/bench"
-OUT="$OUT" PREFILL=1 LANE_S=${LANE_S:-260} bash "$(dirname "$0")/h200_x2_retime_decode.sh" > "$OUT/retime.log" 2>&1
+OUT="$OUT" PREFILL=${PREFILL:-1} LANE_S=${LANE_S:-260} bash "$(dirname "$0")/h200_x2_retime_decode.sh" > "$OUT/retime.log" 2>&1
 step "$OUT/merge" 60 python3 cli.py merge-db "$OUT/a/trials.sqlite" "$OUT/b/trials.sqlite"
 step "$OUT/emit" 120 python3 cli.py emit --gpu nvidia_h200
 cp -r kernels_generated/nvidia_h200 "$OUT/table"
