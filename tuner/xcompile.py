@@ -152,10 +152,8 @@ def typical_args(problem: Problem, config: Config | None = None) -> dict[str, An
 def typical_constexprs(problem: Problem) -> dict[str, Any]:
     """Launch-time constexpr arguments by name (CLEAN=True: the -inf tail is compiled in;
     USE_TMA=True: the cache tiles by bulk tensor copies, as for any 16-byte-aligned cache;
-    PDL=False: decode as the tuner times it, without the programmatic-dependent-launch wait;
-    META_POLICY="evict_last": decode's metadata loads as a launch over a small table has them)."""
-    return {"CLEAN": True, "BATCH_POW2": 1 << (TYPICAL_BATCH - 1).bit_length(), "USE_TMA": True, "PDL": False,
-            "META_POLICY": "evict_last"}
+    PDL=False: decode as the tuner times it, without the programmatic-dependent-launch wait)."""
+    return {"CLEAN": True, "BATCH_POW2": 1 << (TYPICAL_BATCH - 1).bit_length(), "USE_TMA": True, "PDL": False}
 
 
 def _specialize_int(value: int) -> tuple[str, str | None]:
