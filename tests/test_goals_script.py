@@ -66,3 +66,38 @@ def test_goals_verdicts(tmp_path):
 def test_goals_names_a_missing_run(tmp_path):
     proc = _run(tmp_path, [_row("r1", "shipped", 64, 8192, 77.0, 0.022)], run="nope")
     assert proc.returncode != 0 and "run_id: no rows of 'nope'" in proc.stderr and "r1" in proc.stderr
+
+
+COMPARE = ROOT / "scripts" / "compare_runs.py"
+
+
+def test_compare_runs_geo_mean_uses_each_buckets_slower_row(tmp_path):
+    """scripts/compare_runs.py: B over A per group, a bucket timed twice in a run counts its slower
+    row, and only buckets both runs timed are compared."""
+    rows = [
+        _row("a", "shipped", 64, 8192, 78.0, 0.020), _row("a", "shipped", 1, 1048576, 86.0, 0.040),
+        _row("a", "shipped", 2, 4096, 8.0, 0.003),  # only in run a
+        _row("b", "shipped", 64, 8192, 79.0, 0.018), _row("b", "shipped", 64, 8192, 78.0, 0.019, step="s2"),
+        _row("b", "shipped", 1, 1048576, 84.0, 0.044),
+        _row("b", "shipped", 1, 1048576, 84.0, 0.050, next_n=2),  # another group
+    ]
+    path = tmp_path / "bench.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = subprocess.run([sys.executable, str(COMPARE), "a", "b", "--results", str(path), "--list", "fp8,1,full"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    geo = (0.019 / 0.020 * 0.044 / 0.040) ** 0.5
+    assert f"fp8   n1 full       2 buckets  geo-mean {geo:.3f}  min 0.950 (64x8K)  max 1.100 (1x1024K)" in proc.stdout
+    assert "64x8K  20.00 -> 19.00 us  0.950" in proc.stdout
+    assert "n2" not in proc.stdout  # run a has no next_n = 2 rows
+
+
+def test_compare_runs_refuses_a_bad_list_and_an_unknown_run(tmp_path):
+    path = tmp_path / "bench.jsonl"
+    path.write_text(json.dumps(_row("a", "shipped", 64, 8192, 78.0, 0.020)) + "\n")
+    bad = subprocess.run([sys.executable, str(COMPARE), "a", "a", "--results", str(path), "--list", "fp8"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--list: expected DTYPE,NEXT_N,LENS" in bad.stderr
+    missing = subprocess.run([sys.executable, str(COMPARE), "a", "zz", "--results", str(path)],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode != 0 and "run_id: no rows of 'zz'" in missing.stderr
