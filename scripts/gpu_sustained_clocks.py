@@ -40,7 +40,12 @@ WARMUPS_MS = (0.0, 20.0, 100.0, 500.0, 2000.0, 5000.0)
 
 def sampler(path: str) -> subprocess.Popen:
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-    return subprocess.Popen(["nvidia-smi", "-i", gpu, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits",
+    fields = FIELDS
+    probe = subprocess.run(["nvidia-smi", "-i", gpu, f"--query-gpu={fields}", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:  # newer drivers name the throttle reasons "clocks_event_reasons"
+        fields = fields.replace("clocks_throttle_reasons", "clocks_event_reasons")
+    return subprocess.Popen(["nvidia-smi", "-i", gpu, f"--query-gpu={fields}", "--format=csv,noheader,nounits",
                              "-lms", "20"], stdout=open(path, "w"), stderr=subprocess.DEVNULL)
 
 
