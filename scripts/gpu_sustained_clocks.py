@@ -8,7 +8,11 @@ graph replay after warm-ups of increasing length, each run straight after the on
 clock-throttle reasons every 20 ms. Prints, per warm-up, the p50 per launch (us) and the medians
 of the samples taken while that timing ran.
 
-Usage (GPU host): python3 scripts/gpu_sustained_clocks.py [--buckets 1x1048576:full,64x8192:full]
+--copy: then the copy bandwidth (the floor's divisor: an SM kernel copying 4 GiB, graph replay, no
+warm-up) after two idle seconds and right after 5 s of the last bucket's kernel, so the floor can be
+read at both clock states.
+
+Usage (GPU host): python3 scripts/gpu_sustained_clocks.py [--buckets 1x1048576:full,64x8192:full] [--copy]
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--buckets", default="1x1048576:full,64x8192:full")
     ap.add_argument("--replays", type=int, default=10)
+    ap.add_argument("--copy", action="store_true", help="also the copy bandwidth, idle and right after 5 s of load")
     args = ap.parse_args()
     try:
         buckets = parse_bucket_specs(args.buckets)
@@ -108,6 +113,24 @@ def main() -> int:
                 t0 = time.time()
                 p50 = 1e3 * time_cuda_graph(fns, replays=args.replays, warmup_ms=warmup_ms).p50_ms
                 phases.append((spec, warmup_ms, p50, t0, time.time()))
+        if args.copy:
+            nbytes = 4 << 30
+            src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+            dst = torch.empty_like(src)
+
+            def copy_tb_s() -> float:
+                t = time_cuda_graph([lambda: torch.mul(src, 1.0, out=dst)], replays=10, warmup_ms=0.0, min_launches=4)
+                return 2 * nbytes / (t.p50_ms * 1e-3) / 1e12
+
+            copy_tb_s()  # capture outside the phases
+            torch.cuda.synchronize()
+            time.sleep(2.0)
+            for state in ("copy, after 2 s idle", "copy, after 5 s of load"):
+                if state.endswith("load"):
+                    time_cuda_graph(fns, replays=3, warmup_ms=5000.0)
+                t0 = time.time()
+                bw = copy_tb_s()
+                phases.append((state, 0.0, bw, t0, time.time()))
     finally:
         time.sleep(0.1)
         proc.terminate()
@@ -117,7 +140,10 @@ def main() -> int:
           f"{summarise(samples, samples[0][0] if samples else 0, phases[0][3] if phases else 0)}")
     print(f"{'bucket':18s} {'warm-up':>9s} {'p50 us':>8s}  while timed")
     for spec, warmup_ms, p50, t0, t1 in phases:
-        print(f"{spec:18s} {warmup_ms:7.0f}ms {p50:8.2f}  {summarise(samples, t0, t1)}")
+        if spec.startswith("copy"):
+            print(f"{spec:28s} {p50:.3f} TB/s  {summarise(samples, t0, t1)}")
+        else:
+            print(f"{spec:18s} {warmup_ms:7.0f}ms {p50:8.2f}  {summarise(samples, t0, t1)}")
     return 0
 
 
