@@ -30,7 +30,7 @@ from _helpers import trial_rows
 from click.testing import CliRunner
 
 from cli import main
-from tuner.distributed import claim_once, open_storage, owner_alive, owner_tag
+from tuner.distributed import UNOWNED_GRACE_ENV, claim_once, open_storage, owner_alive, owner_tag
 from tuner.problem import Problem
 from tuner.search import OptunaSpace
 from tuner.store import Store
@@ -49,8 +49,8 @@ def _query(db: Path, sql: str) -> list:
         con.close()
 
 
-def _tune(args):
-    result = CliRunner().invoke(main, ["tune", *TINY, *args])
+def _tune(args, env=None):
+    result = CliRunner().invoke(main, ["tune", *TINY, *args], env=env)
     assert result.exit_code == 0, result.output + "".join(__import__("traceback").format_exception(*result.exc_info))
     return result
 
@@ -142,7 +142,11 @@ def test_two_workers_killed_then_resumed_lose_nothing_and_share_the_leftovers(tm
     before = trial_rows(db)
     old_runs = {r for (r,) in _query(db, "select run_id from runs")}
 
-    result = _tune(args)
+    # The kill may land between a trial's ask and the write of its owner. Such a trial has no
+    # owner, and under the default grace (60 s) a run resumed at once must take it for one being
+    # asked right now and leave it to the next run (test_an_unowned_trial_...). Asking takes
+    # milliseconds here, so half a second lets the resumed run take it over too.
+    result = _tune(args, env={UNOWNED_GRACE_ENV: "0.5"})
     after = trial_rows(db)
     for key, row in before.items():
         assert after[key] == row, f"stored trial {row['variant']} was changed (re-measured?) by the resumed run"
@@ -152,6 +156,39 @@ def test_two_workers_killed_then_resumed_lose_nothing_and_share_the_leftovers(tm
     assert all(r["run_id"] not in old_runs for r in new_ok)
     trials = _study_trials(open_storage(str(db.with_name("optuna.journal"))))
     assert "RUNNING" not in {t.state.name for t in trials}
+
+
+def test_an_unowned_trial_waits_out_the_grace_then_is_taken_over(tmp_path):
+    """A trial asked but never given its owner (its process was killed in between) is left alone
+    while it may still be being asked (UNOWNED_GRACE_S, or $INDEXER_TUNER_UNOWNED_GRACE_S), then
+    evaluated by the next run."""
+    import optuna
+
+    db = tmp_path / "trials.sqlite"
+    args = ["--batch", "1", "--context", "64", "--trials", "2", "--ask-batch", "2", "--workers", "2", "--db", str(db)]
+    _tune(args)
+    storage = open_storage(str(db.with_name("optuna.journal")))
+    (summary,) = optuna.get_all_study_summaries(storage)
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    orphan = study.ask(fixed_distributions=study.trials[0].distributions).number  # no owner written
+
+    def state() -> str:
+        fresh = optuna.load_study(study_name=summary.study_name, storage=open_storage(str(db.with_name("optuna.journal"))))
+        return fresh.trials[orphan].state.name
+
+    more = ["--batch", "1", "--context", "64", "--trials", "3", "--ask-batch", "2", "--workers", "2", "--db", str(db)]
+    _tune(more)  # at once, default grace: it may be another process's ask in progress
+    assert state() == "RUNNING"
+    _tune(more, env={UNOWNED_GRACE_ENV: "0.5"})  # now older than the grace: left behind
+    assert state() in ("COMPLETE", "PRUNED")
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "inf", "nan"])
+def test_the_unowned_grace_from_the_environment_is_checked(value, tmp_path):
+    result = CliRunner().invoke(main, ["tune", *TINY, "--batch", "1", "--context", "64", "--trials", "1",
+                                       "--db", str(tmp_path / "t.sqlite")], env={UNOWNED_GRACE_ENV: value})
+    assert result.exit_code != 0
+    assert f"{UNOWNED_GRACE_ENV}: expected a number of seconds >= 0, got {value!r}" in result.output
 
 
 def test_a_config_another_host_decided_is_answered_from_the_shared_study(tmp_path):

@@ -32,6 +32,10 @@ from typing import Callable, Optional, TypeVar
 T = TypeVar("T")
 
 UNOWNED_GRACE_S = 60.0  # a trial is asked, then given its owner: that long it may have none
+# Overrides UNOWNED_GRACE_S (seconds). A trial asked by a process killed before it wrote its owner
+# has none: until it is this old, every process must take it for one being asked right now, so a
+# run resumed at once leaves it RUNNING for the next run. Asking takes milliseconds on one host.
+UNOWNED_GRACE_ENV = "INDEXER_TUNER_UNOWNED_GRACE_S"
 REMOTE_STALE_S = 3600.0  # a trial another host has held this long is taken to be left behind
 CLAIM_POLL_S = 0.1
 
@@ -115,6 +119,21 @@ def owner_tag(run_id: str) -> str:
 
 def owner_run_id(tag: str) -> str:
     return tag.split("|", 3)[3] if tag.count("|") >= 3 else ""
+
+
+def unowned_grace_s() -> float:
+    """How long an unowned RUNNING trial counts as being asked by a live process: UNOWNED_GRACE_S,
+    or the number in $INDEXER_TUNER_UNOWNED_GRACE_S."""
+    spec = os.environ.get(UNOWNED_GRACE_ENV)
+    if spec is None or spec.strip() == "":
+        return UNOWNED_GRACE_S
+    try:
+        value = float(spec)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"{UNOWNED_GRACE_ENV}: expected a number of seconds >= 0, got {spec!r}")
+    return value
 
 
 def owner_alive(tag: str, held_s: float | None = None) -> bool:

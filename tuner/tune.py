@@ -109,13 +109,17 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
     """Tune and print the table. With `_slot` (a tuner.distributed.Slot: this process is one of
     several workers) print nothing and return what the launching process reports."""
     options = {k: v for k, v in locals().items() if not k.startswith("_")}
-    from .distributed import describe_storage, owner_tag, sampler_seed
+    from .distributed import describe_storage, owner_tag, sampler_seed, unowned_grace_s
     from .evaluate import Evaluator, RunContext
     from .render import template_hash
     from .search import OptunaSpace, Search, SearchSettings, TqdmProgress, format_summary
     from .space import TUNED_DOT_DTYPES
     from .store import Store, now_iso
 
+    try:
+        unowned_grace_s()  # before any work: a bad environment value is an error here, not in a worker
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     problems = _problems(family, dtype, next_n, page_size, scale_layout, heads, head_dim, lens_mode)
     default_batches, default_contexts = default_sizes(family)
     batches = _sizes(batch, default_batches, "--batch")
