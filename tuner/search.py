@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .buckets import by_distance
-from .distributed import open_storage, owner_alive, unowned_grace_s
+from .distributed import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
 from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
 from .space import AXES, STORE_RUN_SCOPE, default_config, feasible_points, is_feasible, store_run_applies
@@ -189,6 +189,9 @@ class SearchSettings:
     shared: bool = False  # other processes work on the same studies
     owner: str = ""  # this process's tuner.distributed.owner_tag (shared studies)
     sampler_seed: Optional[int] = None  # None: `seed` (a shared study: one per worker)
+    # how long an unowned RUNNING trial counts as being asked by a live process
+    # (tuner.distributed.unowned_grace_s: UNOWNED_GRACE_S or $INDEXER_TUNER_UNOWNED_GRACE_S)
+    unowned_grace_s: float = UNOWNED_GRACE_S
 
 
 @dataclass
@@ -288,7 +291,6 @@ class Search:
         self.totals = RunTotals()
         self.winners: dict[str, dict[Bucket, Config]] = {}  # problem key -> bucket -> best config
         self._feasible: dict[str, int] = {}  # problem key -> statically feasible points
-        self._unowned_grace_s = unowned_grace_s()  # read once: a bad value fails the run at its start
 
     def run(self, plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[BucketSummary]:
         start = time.monotonic()
@@ -434,7 +436,7 @@ class Search:
         if trial.datetime_start is not None:
             held_s = (dt.datetime.now() - trial.datetime_start).total_seconds()
         if owner is None:  # asked a moment ago, its owner not yet written (or from a single-process run)
-            return held_s is not None and held_s < self._unowned_grace_s
+            return held_s is not None and held_s < self.s.unowned_grace_s
         return owner_alive(owner, held_s)
 
     def _note(self, v: Verdict) -> None:

@@ -117,7 +117,7 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
     from .store import Store, now_iso
 
     try:
-        unowned_grace_s()  # before any work: a bad environment value is an error here, not in a worker
+        grace_s = unowned_grace_s()  # before any work: a bad environment value is an error here
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     problems = _problems(family, dtype, next_n, page_size, scale_layout, heads, head_dim, lens_mode)
@@ -180,7 +180,8 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
     settings = SearchSettings(trials=trials, time_budget_s=time_budget, sampler=sampler, ask_batch=ask_batch, seed=seed,
                               resume=resume, try_configs=configs, bucket_seeds=table_seeds,
                               dot_dtypes=dot_dtypes, optuna_storage=spec, shared=shared, owner=owner or "",
-                              sampler_seed=sampler_seed(seed, _slot.index if _slot else 0) if shared else None)
+                              sampler_seed=sampler_seed(seed, _slot.index if _slot else 0) if shared else None,
+                              unowned_grace_s=grace_s)
 
     def gate_shape(problem: Problem) -> tuple[int, int]:
         if not interpret:
