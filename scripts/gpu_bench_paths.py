@@ -17,30 +17,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-import kernels_generated as K  # noqa: E402
-from tuner.bench import _api_call  # noqa: E402
+from gpu_pdl_check import module_for  # noqa: E402
+from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import parse_bucket_specs  # noqa: E402
-from tuner.gates import new_output  # noqa: E402
 from tuner.measure import time_candidate, timing_inputs  # noqa: E402
 from tuner.problem import Problem  # noqa: E402
 from tuner.render import load_module  # noqa: E402
 from tuner.timing import time_cuda_graph  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def api_kernels(call, x, out) -> list[str]:
+def api_kernels(fn) -> list[str]:
     """The CUDA kernels one API call launches (after a first call has compiled everything)."""
-    call(x, out)
+    fn()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        call(x, out)
+        fn()
         torch.cuda.synchronize()
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
@@ -59,16 +55,13 @@ def main() -> int:
         print("no CUDA device: run on the GPU host", file=sys.stderr)
         return 2
     problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
-    call = _api_call(problem)
     for bucket, lens in buckets:
         spec = f"{bucket.batch}x{bucket.context}:{lens}"
         sets = timing_inputs(problem, bucket, lens)
-        x = sets[0]
-        sel = K.paged_selection(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, x.max_context_len)
-        module = load_module(Path(sel.table).parent / f"{sel.variant}.py")
-        outs = [new_output(s, 0.0) for s in sets]
-        api_fns = [lambda s=s, o=o: call(s, o) for s, o in zip(sets, outs)]
-        print(f"{spec}: {sel.rung} {sel.variant}; one API call launches: {api_kernels(call, x, outs[0])}", flush=True)
+        src, variant = module_for(problem, bucket)
+        module = load_module(src)
+        api_fns = api_launches(problem, sets)
+        print(f"{spec}: {variant}; one API call launches: {api_kernels(api_fns[0])}", flush=True)
         cells: dict[str, list[float]] = {}
         for _ in range(args.rounds):
             for warmup_ms in (20.0, 100.0):

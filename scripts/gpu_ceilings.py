@@ -43,7 +43,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from tuner.bench import _api_call  # noqa: E402
+from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import DECODE_LENS_MODES, parse_bucket_specs  # noqa: E402
 from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
@@ -236,9 +236,7 @@ def measure_bucket(problem: Problem, bucket: Bucket, lens: str, copy_bw: float, 
         row["paged_q_logits"] = best_of(lambda cfg: paged_fns(cfg, with_q=True, logits=2), short, replays,
                                         "paged + q + logits (pages, warps, stages)")
 
-    call = _api_call(problem)
-    outs = [new_output(x, 0.0) for x in sets]
-    row["shipped"] = time_cuda_graph([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], replays=replays)
+    row["shipped"] = time_cuda_graph(api_launches(problem, sets), replays=replays)
     del sets, bufs
     torch.cuda.empty_cache()
     return row

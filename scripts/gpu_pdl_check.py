@@ -96,16 +96,16 @@ def load_variant(src: Path, variant: str, workdir: Path):
     return mod
 
 
-def module_for(problem: Problem, bucket, lens):
+def module_for(problem: Problem, bucket):
+    """(path, variant) of the dispatch table's module for a decode bucket of this GPU. The choice
+    depends on shapes only, so no inputs are built for it."""
     import kernels_generated as rt
     from kernels_generated import _dispatch
 
-    x = timing_inputs(problem, bucket, lens, sets=1)[0]
-    sel = _dispatch.select(x.q.device, _dispatch.decode_problem("fp8", problem.page_size, x.scale_layout,
-                                                                 problem.heads, problem.head_dim, problem.next_n,
-                                                                 False),
+    sel = _dispatch.select(torch.device("cuda", torch.cuda.current_device()),
+                           _dispatch.decode_problem("fp8", problem.page_size, problem.scale_layout, problem.heads,
+                                                    problem.head_dim, problem.next_n, False),
                            (bucket.batch, bucket.context))
-    del x
     if sel.variant is None:
         raise SystemExit(f"no kernel in the dispatch table for {bucket}: {sel}")
     return Path(rt.__file__).parent / Path(sel.table).parent.name / f"{sel.variant}.py", sel.variant
@@ -133,7 +133,7 @@ def rerender(src: Path, template_dir: Path, workdir: Path) -> Path:
 
 
 def measure_bucket(problem, bucket, lens, copy_bw, replays, workdir, template_dir=None):
-    src, variant_name = module_for(problem, bucket, lens)
+    src, variant_name = module_for(problem, bucket)
     if template_dir is not None:
         src = rerender(src, template_dir, workdir)
         variant_name += " (alt templates)"

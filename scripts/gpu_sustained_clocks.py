@@ -31,12 +31,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from tuner.bench import _api_call  # noqa: E402
+from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import parse_bucket_specs  # noqa: E402
-from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
 from tuner.problem import Problem  # noqa: E402
-from tuner.timing import time_cuda_graph  # noqa: E402
+from tuner.timing import kernel_copy_bandwidth, time_cuda_graph  # noqa: E402
 
 FIELDS = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active"
 WARMUPS_MS = (0.0, 20.0, 100.0, 500.0, 2000.0, 5000.0)
@@ -95,7 +94,6 @@ def main() -> int:
         print("no CUDA device: run on the GPU host", file=sys.stderr)
         return 2
     problem = Problem()
-    call = _api_call(problem)
     log = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
     proc = sampler(log)
     phases = []
@@ -104,8 +102,7 @@ def main() -> int:
         for bucket, lens in buckets:
             spec = f"{bucket.batch}x{bucket.context}:{lens}"
             sets = timing_inputs(problem, bucket, lens)
-            outs = [new_output(x, 0.0) for x in sets]
-            fns = [lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)]
+            fns = api_launches(problem, sets)
             time_cuda_graph(fns, replays=3)  # compile and capture outside the phases
             torch.cuda.synchronize()
             time.sleep(1.0)
@@ -119,8 +116,7 @@ def main() -> int:
             dst = torch.empty_like(src)
 
             def copy_tb_s() -> float:
-                t = time_cuda_graph([lambda: torch.mul(src, 1.0, out=dst)], replays=10, warmup_ms=0.0, min_launches=4)
-                return 2 * nbytes / (t.p50_ms * 1e-3) / 1e12
+                return kernel_copy_bandwidth(src, dst, replays=10, warmup_ms=0.0) / 1e12
 
             copy_tb_s()  # capture outside the phases
             torch.cuda.synchronize()

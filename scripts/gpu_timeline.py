@@ -144,7 +144,7 @@ def module_text(problem: Problem, bucket, lens, config: Config | None,
     if config is None:
         from gpu_pdl_check import module_config, module_for
 
-        src, variant = module_for(problem, bucket, lens)
+        src, variant = module_for(problem, bucket)
         text = src.read_text()
         config = module_config(text)
         if template_dir is None:

@@ -22,9 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from tuner.bench import _api_call  # noqa: E402
+from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import parse_bucket_specs  # noqa: E402
-from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
 from tuner.problem import Problem  # noqa: E402
 from tuner.timing import time_cuda_graph, warm_up_gpu  # noqa: E402
@@ -44,7 +43,6 @@ def main() -> int:
         print("no CUDA device: run on the GPU host", file=sys.stderr)
         return 2
     problem = Problem()  # fp8, H=64, D=128, page 64, next_n 1
-    call = _api_call(problem)
     modes = [("idle, 3 replays", 0.0, False), ("idle, 20 ms", 20.0, False), ("idle, 100 ms", 100.0, False),
              ("busy, 3 replays", 0.0, True), ("busy, 20 ms", 20.0, True), ("busy, 100 ms", 100.0, True)]
     warm_up_gpu()
@@ -52,8 +50,7 @@ def main() -> int:
     for bucket, lens in buckets:
         spec = f"{bucket.batch}x{bucket.context}:{lens}"
         sets = timing_inputs(problem, bucket, lens)
-        outs = [new_output(x, 0.0) for x in sets]
-        fns = [lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)]
+        fns = api_launches(problem, sets)
         time_cuda_graph(fns, replays=3)  # compile and load the module outside the rounds
         for name, warmup_ms, busy in modes:
             cells = []
@@ -66,7 +63,7 @@ def main() -> int:
                 t = time_cuda_graph(fns, replays=args.replays, warmup_ms=warmup_ms)
                 cells.append(f"{t.p50_ms * 1e3:8.1f}")
             print(f"{spec:18s} {name:16s} " + " ".join(cells), flush=True)
-        del sets, outs, fns
+        del sets, fns
         torch.cuda.empty_cache()
     return 0
 

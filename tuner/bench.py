@@ -101,6 +101,14 @@ def _api_call(problem: Problem, enable_pdl: Optional[bool] = None) -> Callable:
     return call
 
 
+def api_launches(problem: Problem, sets: Sequence, enable_pdl: Optional[bool] = None) -> list[Callable[[], object]]:
+    """One runtime-API call per input set, each into an output of its own: what the bench times as
+    `shipped` (with enable_pdl=True, `shipped_pdl`), ready for time_cuda_graph."""
+    call = _api_call(problem, enable_pdl)
+    outs = [new_output(x, 0.0) for x in sets]
+    return [lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)]
+
+
 # GPU time each bench timing replays first. The tuner's 20 ms (timing.DEFAULT_WARMUP_MS) ranks
 # candidates timed back to back; the bench's figures are the ones the goals read, and right after
 # a second of matmuls (which the bench runs at start, and the torch baselines resemble) the H200
@@ -197,14 +205,10 @@ def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Seq
     gen = Path(tempfile.mkdtemp(prefix="bench_modules_"))
     results: dict[str, tuple[str, Timing]] = {}
     if "shipped" in methods:
-        call = _api_call(problem)
-        outs = [new_output(x, 0.0) for x in sets]
-        results["shipped"] = ("runtime", _time_fns([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], timer, replays))
+        results["shipped"] = ("runtime", _time_fns(api_launches(problem, sets), timer, replays))
     if "shipped_pdl" in methods and problem.is_decode and pdl_capable(device):
-        call = _api_call(problem, enable_pdl=True)
-        outs = [new_output(x, 0.0) for x in sets]
         results["shipped_pdl"] = ("runtime, enable_pdl=True",
-                                  _time_fns([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], timer, replays))
+                                  _time_fns(api_launches(problem, sets, enable_pdl=True), timer, replays))
     if "default" in methods:
         cfg = default_config(problem, dot_dtype)
         m = load_module(emit(problem, cfg, gen))
