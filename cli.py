@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 ROOT = Path(__file__).resolve().parent
-GENERATED = ROOT / "kernels_generated"
+GENERATED = ROOT / "indexer_logits" / "tables"
 DB_DIR = ROOT / "db"
 
 
@@ -102,7 +102,7 @@ def info(as_json: bool) -> None:
               help="A config to try in every bucket, e.g. from another GPU's table (repeatable).")
 @click.option("--seed-table", "seed_table", default=None, metavar="GPU|PATH",
               help="Enqueue first, in each bucket's study, the config this dispatch table ships for that bucket (a "
-                   "GPU slug under kernels_generated/, or a dispatch.json). After a template change that leaves the "
+                   "GPU slug under indexer_logits/tables/, or a dispatch.json). After a template change that leaves the "
                    "compiled kernels alone, `--seed-table <gpu> --trials 1` re-times just the shipped configs.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
@@ -155,9 +155,9 @@ def merge_db(into: Path, sources) -> None:
 def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
     """Write the winners in db/ as frozen Triton modules plus a dispatch table per GPU.
 
-    Per GPU: kernels_generated/<gpu_slug>/ with one module per winning variant and dispatch.json
+    Per GPU: indexer_logits/tables/<gpu_slug>/ with one module per winning variant and dispatch.json
     (provenance, measured p50s and % of the floor, each module's sha256). Always: the family
-    defaults in kernels_generated/default/. Deterministic: re-emitting from the same store
+    defaults in indexer_logits/tables/default/. Deterministic: re-emitting from the same store
     changes no byte. Works without a store (defaults only).
     """
     from tuner.tables import emit_defaults, emit_gpu, gpu_slugs, open_store_if_present
@@ -295,7 +295,7 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
 
     from tuner.bench import METHODS, append_rows, bench_bucket
     from tuner.pdl_gate import pdl_capable
-    from tuner.problem import Bucket, Problem
+    from indexer_logits._identity import Bucket, Problem
     from tuner.space import sample_points, target_for
     from tuner.store import now_iso
 
@@ -472,7 +472,7 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
     import os
 
     from tuner import xcompile
-    from tuner.problem import Problem
+    from indexer_logits._identity import Problem
     from tuner.space import default_config, grid_points, sample_points, target_for
 
     if every and click.get_current_context().get_parameter_source("sample") is click.core.ParameterSource.COMMANDLINE:

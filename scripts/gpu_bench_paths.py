@@ -26,7 +26,7 @@ from gpu_pdl_check import module_for  # noqa: E402
 from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import parse_bucket_specs  # noqa: E402
 from tuner.measure import time_candidate, timing_inputs  # noqa: E402
-from tuner.problem import Problem  # noqa: E402
+from indexer_logits._identity import Problem  # noqa: E402
 from tuner.render import load_module  # noqa: E402
 from tuner.timing import time_cuda_graph  # noqa: E402
 

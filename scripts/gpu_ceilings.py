@@ -47,7 +47,7 @@ from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import DECODE_LENS_MODES, parse_bucket_specs  # noqa: E402
 from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
-from tuner.problem import Bucket, Problem  # noqa: E402
+from indexer_logits._identity import Bucket, Problem  # noqa: E402
 from tuner.roofline import floor_ms  # noqa: E402
 from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  # noqa: E402
 

@@ -49,11 +49,11 @@ def main() -> int:
 
     import torch
 
-    import kernels_generated as K
+    import indexer_logits as K
     from tuner.gates import GateFailure, compare, launch, new_output, reference, run_all_gates
     from tuner.inputs import make_prefill_paged_inputs
     from tuner.measure import time_candidate, timing_inputs
-    from tuner.problem import Bucket, Config, Problem
+    from indexer_logits._identity import Bucket, Config, Problem
     from tuner.render import emit, load_module
     from tuner.roofline import prefill_flops
     from tuner.space import InfeasibleConfig, check, default_config

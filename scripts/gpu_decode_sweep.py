@@ -20,7 +20,7 @@ import torch
 from tuner.gates import GateFailure, run_all_gates
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.measure import time_candidate, timing_inputs
-from tuner.problem import Bucket, Config, Problem
+from indexer_logits._identity import Bucket, Config, Problem
 from tuner.render import emit, load_module
 from tuner.roofline import floor_ms
 from tuner.space import InfeasibleConfig, check

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 
 from tuner.measure import time_candidate, timing_inputs
-from tuner.problem import Bucket, Config, Problem
+from indexer_logits._identity import Bucket, Config, Problem
 from tuner.render import load_module, render
 from tuner.roofline import floor_ms
 from tuner.timing import measure_copy_bandwidth, measure_matmul_rate, warm_up_gpu
@@ -36,7 +36,7 @@ GAPS = (64, 0)
 
 
 def shipped(family: str, dtype: str, next_n: int | None, batch: int, context: int):
-    d = json.loads((ROOT / "kernels_generated/nvidia_h200/dispatch.json").read_text())
+    d = json.loads((ROOT / "indexer_logits/tables/nvidia_h200/dispatch.json").read_text())
     for e in d["entries"]:
         p, b = e["problem"], e["bucket"]
         if (p["family"], p["cache_dtype"], p.get("next_n", 1) if next_n else 1, p.get("lens_mode", "1d"),

@@ -56,7 +56,7 @@ from tuner.gates import launch as gates_launch  # noqa: E402
 from tuner.gates import new_output  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
 from tuner.pdl_gate import pdl_capable, write_q  # noqa: E402
-from tuner.problem import Problem  # noqa: E402
+from indexer_logits._identity import Problem  # noqa: E402
 from tuner.roofline import floor_ms  # noqa: E402
 from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu  # noqa: E402
 
@@ -99,16 +99,15 @@ def load_variant(src: Path, variant: str, workdir: Path):
 def module_for(problem: Problem, bucket):
     """(path, variant) of the dispatch table's module for a decode bucket of this GPU. The choice
     depends on shapes only, so no inputs are built for it."""
-    import kernels_generated as rt
-    from kernels_generated import _dispatch
+    import indexer_logits as rt
+    from indexer_logits import _dispatch
 
     sel = _dispatch.select(torch.device("cuda", torch.cuda.current_device()),
-                           _dispatch.decode_problem("fp8", problem.page_size, problem.scale_layout, problem.heads,
-                                                    problem.head_dim, problem.next_n, False),
+                           problem.to_dict(),
                            (bucket.batch, bucket.context))
     if sel.variant is None:
         raise SystemExit(f"no kernel in the dispatch table for {bucket}: {sel}")
-    return Path(rt.__file__).parent / Path(sel.table).parent.name / f"{sel.variant}.py", sel.variant
+    return Path(rt._dispatch.TABLES_DIR) / Path(sel.table).parent.name / f"{sel.variant}.py", sel.variant
 
 
 def launch(mod, x, out, pdl):
@@ -117,7 +116,7 @@ def launch(mod, x, out, pdl):
 
 def module_config(text: str):
     """The Config a generated module was rendered from (its header's `# config:` line)."""
-    from tuner.problem import Config
+    from indexer_logits._identity import Config
 
     return Config(**json.loads(text.split("\n# config:  ", 1)[1].split("\n", 1)[0]))
 

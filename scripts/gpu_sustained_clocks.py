@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import parse_bucket_specs  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
-from tuner.problem import Problem  # noqa: E402
+from indexer_logits._identity import Problem  # noqa: E402
 from tuner.timing import kernel_copy_bandwidth, time_cuda_graph  # noqa: E402
 
 FIELDS = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active"

@@ -39,7 +39,7 @@ def overlay(alt: Path) -> Path:
 
 
 def shipped_config(table: dict, problem, batch: int, context: int):
-    from tuner.problem import Config, Problem
+    from indexer_logits._identity import Config, Problem
 
     for e in table["entries"]:
         if Problem(**e["problem"]) == problem and (e["bucket"]["batch"], e["bucket"]["context"]) == (batch, context):
@@ -69,7 +69,7 @@ def main() -> int:
     from tuner.gates import GateFailure, run_all_gates
     from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
     from tuner.measure import time_candidate, timing_inputs
-    from tuner.problem import Config, Problem
+    from indexer_logits._identity import Config, Problem
     from tuner.render import TEMPLATE_DIR, load_module, render
     from tuner.roofline import floor_ms
     from tuner.space import InfeasibleConfig, default_config
@@ -94,7 +94,7 @@ def main() -> int:
         problem = Problem(family="prefill_ragged", **kw)
     if args.cpu_smoke:
         problem = replace(problem, heads=16, head_dim=32)
-    table_path = ROOT / "kernels_generated" / args.gpu / "dispatch.json"
+    table_path = ROOT / "indexer_logits" / "tables" / args.gpu / "dispatch.json"
     table = json.loads(table_path.read_text()) if table_path.exists() else {"entries": [], "modules": {}}
     extra = [Config.from_dict(c) for c in json.loads(args.configs)] if args.configs else []
     gen = Path(tempfile.mkdtemp(prefix="template_ab_"))

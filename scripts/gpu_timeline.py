@@ -47,7 +47,7 @@ import torch  # noqa: E402
 from tuner.buckets import parse_bucket_specs  # noqa: E402
 from tuner.gates import launch, new_output, run_all_gates  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
-from tuner.problem import Config, Problem  # noqa: E402
+from indexer_logits._identity import Config, Problem  # noqa: E402
 from tuner.roofline import floor_ms  # noqa: E402
 
 SCALARS = 8  # int64 slots a program: start, lens, bt, loop, end, sm, n_tiles, (unused)

@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from tuner.bench import api_launches  # noqa: E402
 from tuner.buckets import parse_bucket_specs  # noqa: E402
 from tuner.measure import timing_inputs  # noqa: E402
-from tuner.problem import Problem  # noqa: E402
+from indexer_logits._identity import Problem  # noqa: E402
 from tuner.timing import time_cuda_graph, warm_up_gpu  # noqa: E402
 
 

@@ -32,7 +32,7 @@ step "$OUT/bench" 120 bash -c 'python3 cli.py bench --dtype fp8 --batch 1,64,256
   && python3 cli.py bench --family prefill_paged --dtype fp8 --batch 4096 --context 22528,131072 --candidates 3 \
      --replays 5 --methods shipped,default,autotune,reference'
 if [ -f scripts/gpu_chunked_prefill.py ]; then step chunked_prefill 60 python3 scripts/gpu_chunked_prefill.py --no-alternatives --replays 5; fi
-tar czf "$OUT/results.tgz" db/trials.sqlite kernels_generated/nvidia_h200 docs/results 2>> "$SUMMARY"
+tar czf "$OUT/results.tgz" db/trials.sqlite indexer_logits/tables/nvidia_h200 docs/results 2>> "$SUMMARY"
 for f in gpu_tests tune_fp8 tune_bf16 tune_prefill tune_prefill_paged emit verify bench chunked_prefill; do
   [ -f "$OUT/$f.log" ] && { echo "---- $f (tail)"; tail -n 14 "$OUT/$f.log"; }
 done

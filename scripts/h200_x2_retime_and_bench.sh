@@ -22,7 +22,7 @@ mkdir -p "$OUT/bench"
 OUT="$OUT" PREFILL=${PREFILL:-1} LANE_S=${LANE_S:-260} bash "$(dirname "$0")/h200_x2_retime_decode.sh" > "$OUT/retime.log" 2>&1
 step "$OUT/merge" 60 python3 cli.py merge-db "$OUT/a/trials.sqlite" "$OUT/b/trials.sqlite"
 step "$OUT/emit" 120 python3 cli.py emit --gpu nvidia_h200
-cp -r kernels_generated/nvidia_h200 "$OUT/table"
+cp -r indexer_logits/tables/nvidia_h200 "$OUT/table"
 OUT="$OUT/bench" NO_TWO_GPU=1 TOTAL_S=${BENCH_S:-330} GPU_TESTS=1 PAGE_GAP=1 bash scripts/h200_x2_bench.sh > "$OUT/bench.log" 2>&1
 tail -n 30 "$OUT/retime.log"
 [ -f "$OUT/emit.log" ] && { echo "---- emit (tail)"; tail -n 4 "$OUT/emit.log" | cut -c1-200; }

@@ -38,7 +38,7 @@ def table_configs(table: dict, family: str, dtype: str) -> list[tuple[dict, set]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("slug", help="the table's folder under kernels_generated/, e.g. nvidia_h200")
+    ap.add_argument("slug", help="the table's folder under indexer_logits/tables/, e.g. nvidia_h200")
     ap.add_argument("--family", default="decode_paged", choices=["decode_paged", "prefill_ragged", "prefill_paged"])
     ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
     ap.add_argument("--stores", default="",
@@ -48,7 +48,7 @@ def main() -> int:
     stores = [v.strip() for v in args.stores.split(",") if v.strip()]
     if any(v not in ("tile", "run") for v in stores):
         ap.error(f"--stores: expected values among tile, run; got {args.stores!r}")
-    path = ROOT / "kernels_generated" / args.slug / "dispatch.json"
+    path = ROOT / "indexer_logits" / "tables" / args.slug / "dispatch.json"
     if not path.is_file():
         ap.error(f"slug: no table at {path}")
     configs = table_configs(json.loads(path.read_text()), args.family, args.dtype)

@@ -49,7 +49,7 @@ def ptx_counts(ptx: str) -> dict[str, int]:
 
 
 def main() -> int:
-    from tuner.problem import Config, Problem
+    from indexer_logits._identity import Config, Problem
     from tuner.space import TARGETS, InfeasibleConfig, check
     from tuner.xcompile import compile_kernel
 

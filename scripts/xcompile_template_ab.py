@@ -34,7 +34,7 @@ def programs_per_sm(registers: int, shared: int, warps: int) -> int:
 def main() -> int:
     from gpu_template_ab import overlay  # templates/ with the candidate's files over it
 
-    from tuner.problem import Config, Problem
+    from indexer_logits._identity import Config, Problem
     from tuner.space import TARGETS
     from tuner.xcompile import compile_variant
 

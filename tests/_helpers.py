@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.reference import relative_error
 from tuner.render import emit, load_module
 from tuner.space import check

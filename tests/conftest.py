@@ -53,8 +53,8 @@ def dot_dtype_for():
 @pytest.fixture
 def clean_runtime(monkeypatch):
     """No runtime environment overrides, and the runtime's caches emptied before and after."""
-    import kernels_generated as K
-    from kernels_generated import _dispatch
+    import indexer_logits as K
+    from indexer_logits import _dispatch
 
     for name in (_dispatch.ENV_BACKEND, _dispatch.ENV_TABLE_DIR, "INDEXER_LOGITS_CHECK_VALUES"):
         monkeypatch.delenv(name, raising=False)

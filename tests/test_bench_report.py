@@ -9,7 +9,7 @@ import torch
 from tuner.bench import BenchRow, append_rows, bench_bucket, read_rows, torch_fullwidth_fallback
 from tuner.envinfo import current
 from tuner.inputs import make_decode_inputs
-from tuner.problem import Bucket, Config, Problem
+from indexer_logits._identity import Bucket, Config, Problem
 from tuner.reference import paged_mqa_logits_ref
 
 

@@ -15,7 +15,7 @@ import torch
 from _helpers import check_output, checked_module, relative_error
 
 from tuner.inputs import make_decode_inputs, poison_block_table
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.reference import paged_mqa_logits_ref
 from tuner.render import render
 

@@ -13,7 +13,7 @@ import pytest
 from tuner.render import template_hash
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLE = ROOT / "kernels_generated" / "nvidia_h200"
+TABLE = ROOT / "indexer_logits" / "tables" / "nvidia_h200"
 DB = ROOT / "db" / "trials.sqlite"
 
 

@@ -31,7 +31,7 @@ from click.testing import CliRunner
 
 from cli import main
 from tuner.distributed import UNOWNED_GRACE_ENV, claim_once, open_storage, owner_alive, owner_tag
-from tuner.problem import Problem
+from indexer_logits._identity import Problem
 from tuner.search import OptunaSpace
 from tuner.store import Store
 

@@ -126,7 +126,7 @@ def test_timeline_probes_fit_the_template_and_compile():
     sys.path.insert(0, str(ROOT / "scripts"))
     from gpu_timeline import probed_source
 
-    from tuner.problem import Config, Problem
+    from indexer_logits._identity import Config, Problem
     from tuner.render import render
 
     configs = [Config(block_t=64, tiles_per_program=16, num_warps=4, num_stages=3, orient="k_rows", store="run"),

@@ -18,10 +18,10 @@ import pytest
 import torch
 from _helpers import check_output
 
-import kernels_generated as K
+import indexer_logits as K
 from tuner.inputs import make_decode_inputs
 from tuner.pdl_gate import pdl_capable, write_q
-from tuner.problem import Problem
+from indexer_logits._identity import Problem
 from tuner.reference import paged_mqa_logits_ref
 
 DECODE = Problem()  # fp8, H=64, D=128, page 64, page-blocked, next_n 1
@@ -81,7 +81,7 @@ def test_pdl_gate_passes_the_shipped_module(problem, tmp_path):
     """tuner.pdl_gate (what `verify` runs on every decode entry) on the table's 64 x 8K module."""
     if not pdl_capable("cuda"):
         pytest.skip("PDL needs sm_90+")
-    from kernels_generated import _dispatch
+    from indexer_logits import _dispatch
     from tuner.pdl_gate import pdl_gate, pdl_supported
 
     x = make_decode_inputs(problem, 64, 8192, "random", seed=31, device="cuda")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.problem import Problem
+from indexer_logits._identity import Problem
 from tuner.space import default_config, feasible_points
 from tuner.worker import FAULTS_ENV
 

@@ -13,7 +13,7 @@ import torch
 from _helpers import check_output
 
 from tuner.inputs import make_decode_inputs, make_prefill_paged_inputs
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.reference import paged_mqa_logits_chunked_ref, paged_mqa_logits_ref
 from tuner.render import emit, load_module
 

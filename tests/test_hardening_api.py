@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-import kernels_generated as K
-from kernels_generated import _api, _dispatch
+import indexer_logits as K
+from indexer_logits import _api, _dispatch
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs, poison_block_table
-from tuner.problem import Problem
+from indexer_logits._identity import Problem
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref, relative_error
 
 from conftest import INTERPRET

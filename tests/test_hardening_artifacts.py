@@ -1,7 +1,7 @@
 """Hardening against foreign or damaged artefacts: dispatch tables, generated modules, trial stores.
 
 Faults are injected into private copies (tmp_path; INDEXER_LOGITS_TABLE_DIR points at them),
-never into the committed kernels_generated/. What must happen:
+never into the committed indexer_logits/tables/. What must happen:
 - load_table refuses every damaged or foreign table with a DispatchTableError naming the file
   and what is wrong;
 - the runtime (INDEXER_LOGITS_BACKEND=auto) skips a refused table or module with one
@@ -27,10 +27,10 @@ import torch
 from click.testing import CliRunner
 
 import cli
-import kernels_generated as K
-from kernels_generated import _dispatch
+import indexer_logits as K
+from indexer_logits import _dispatch
 from tuner.inputs import make_decode_inputs
-from tuner.problem import variant_name
+from indexer_logits._identity import variant_name
 from tuner.reference import paged_mqa_logits_ref, relative_error
 from tuner.store import SCHEMA_VERSION, Store
 

@@ -16,8 +16,8 @@ import torch
 
 # The one-line change at the call site:
 #   - import deep_gemm
-#   + import kernels_generated as deep_gemm
-import kernels_generated as deep_gemm
+#   + import indexer_logits as deep_gemm
+import indexer_logits as deep_gemm
 from tuner.layouts import CacheLayout, pack_pages
 from tuner.reference import paged_mqa_logits_ref, relative_error
 

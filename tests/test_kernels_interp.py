@@ -18,7 +18,7 @@ import torch
 from _helpers import check_output, checked_module
 
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, poison_block_table
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_ref
 
 PAD = 3  # extra columns per output row, never to be written

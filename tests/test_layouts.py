@@ -11,7 +11,7 @@ import torch
 import _loop_oracle as oracle
 from tuner.inputs import POISON_IDS, make_decode_inputs, make_lens, make_prefill_inputs, poison_block_table
 from tuner.layouts import CacheLayout, FP8_MAX, layout_for, pack_pages, quantize_tokens, unpack_pages
-from tuner.problem import Problem
+from indexer_logits._identity import Problem
 
 LAYOUTS = [
     CacheLayout("fp8", 64, "page_blocked", 32),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.render import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def test_one_tile_and_persistent_kernels_render_without_hints(config):
 
 
 XCOMPILE = textwrap.dedent("""
-    from tuner.problem import Config, Problem
+    from indexer_logits._identity import Config, Problem
     from tuner.space import TARGETS
     from tuner.xcompile import compile_kernel
     for tiles in (16, 1):

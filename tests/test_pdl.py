@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import kernels_generated as K
-from kernels_generated import _api, _dispatch
-from kernels_generated._dispatch import Selection
+import indexer_logits as K
+from indexer_logits import _api, _dispatch
+from indexer_logits._dispatch import Selection
 from tuner.inputs import make_decode_inputs
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.reference import paged_mqa_logits_ref
 from tuner.render import emit, load_module
 
@@ -107,7 +107,7 @@ def test_pdl_decision(cc, supports, rung, expect, monkeypatch):
 def test_shipped_decode_modules_support_pdl():
     """Every decode module a committed table names takes pdl= (else enable_pdl=True would fail
     on it); prefill modules are not PDL launches."""
-    root = Path(K.__file__).parent
+    root = Path(K._dispatch.TABLES_DIR)
     seen = 0
     for table_file in root.glob("*/dispatch.json"):
         table = _dispatch.load_table(table_file)
@@ -138,7 +138,7 @@ XCOMPILE = textwrap.dedent("""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from tuner.problem import Config, Problem
+    from indexer_logits._identity import Config, Problem
     from tuner.render import emit, load_module
     from tuner.xcompile import build_signature
     cfg = Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=3, orient="k_rows")

@@ -22,11 +22,11 @@ import pytest
 import torch
 from _helpers import check_output, checked_module
 
-import kernels_generated as K
-from kernels_generated._layout import layout_of, unpack_pages
+import indexer_logits as K
+from indexer_logits._layout import layout_of, unpack_pages
 from tuner.gates import GateFailure, run_all_gates
 from tuner.inputs import PrefillPagedInputs, make_prefill_paged_inputs, poison_block_table
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.reference import paged_mqa_logits_chunked_ref, relative_error
 from tuner.roofline import floor_ms, prefill_flops
 from tuner.space import check, default_config
@@ -145,8 +145,8 @@ MEMORY_SCRIPT = textwrap.dedent("""
     import json, sys
     import torch
     sys.path.insert(0, sys.argv[1])
-    from kernels_generated import chunked_prefill_rows
-    from kernels_generated._reference import paged_mqa_logits_chunked_ref
+    from indexer_logits import chunked_prefill_rows
+    from indexer_logits._reference import paged_mqa_logits_chunked_ref
 
     def mib(key):
         for line in open("/proc/self/status"):
@@ -376,7 +376,7 @@ def test_bad_arguments_raise_naming_the_argument(what, change, name):
         paged_mqa_logits_chunked_ref(*x.args())
 
 
-@pytest.mark.filterwarnings("ignore::kernels_generated.DispatchWarning")  # H=8, D=32: the reference serves
+@pytest.mark.filterwarnings("ignore::indexer_logits.DispatchWarning")  # H=8, D=32: the reference serves
 def test_wrong_dtype_function_and_poisoned_table_past_the_valid_pages():
     with pytest.raises(ValueError, match=r"^q: bf16_paged_mqa_logits_chunked expects"):
         K.bf16_paged_mqa_logits_chunked(*BAD_X.args())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.problem import Bucket, Config, Family, LensMode, Problem, ScaleLayout, canonical_json, variant_name
+from indexer_logits._identity import Bucket, Config, LensMode, Problem, ScaleLayout, canonical_json, variant_name
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,7 +85,7 @@ def test_keys_are_pinned_sha256_of_the_json():
 
 
 def test_keys_are_stable_across_processes():
-    code = ("from tuner.problem import Problem, Config, variant_name; "
+    code = ("from indexer_logits._identity import Problem, Config, variant_name; "
             "p = Problem(family='prefill_ragged', page_size=0, heads=16, q_dtype='bf16', cache_dtype='bf16', "
             "scale_layout='none'); c = Config(block_m=2, dot_dtype='fp32'); "
             "print(Problem().key, Config().key, p.key, variant_name(p, c))")
@@ -103,7 +103,7 @@ def test_keys_are_stable_across_processes():
 
 
 def test_enum_members_and_strings_are_the_same_problem():
-    p = Problem(family=Family.DECODE_PAGED, scale_layout=ScaleLayout.PAGE_BLOCKED, lens_mode=LensMode.ONE_D)
+    p = Problem(family="decode_paged", scale_layout=ScaleLayout.PAGE_BLOCKED, lens_mode=LensMode.ONE_D)
     assert p == Problem() and p.to_json() == DEFAULT_PROBLEM_JSON and p.key == DEFAULT_PROBLEM_KEY
     assert type(p.family) is str and type(p.scale_layout) is str and type(p.lens_mode) is str
 
@@ -190,7 +190,7 @@ def _config_alternatives() -> dict[str, tuple]:
     """Other values for every Config field, found generically so that a new knob is covered
     without editing this test: ints get nearby values, strings the module's tuple of choices
     that holds their default."""
-    import tuner.problem as problem_mod
+    import indexer_logits._identity as problem_mod
 
     out = {}
     for f in dataclasses.fields(Config):
@@ -199,7 +199,7 @@ def _config_alternatives() -> dict[str, tuple]:
             out[f.name] = (default + 1, default * 2 + 2, default + 3)
         else:
             choices = [t for t in vars(problem_mod).values() if isinstance(t, tuple) and default in t]
-            assert choices, f"no tuple of choices for Config.{f.name} in tuner.problem"
+            assert choices, f"no tuple of choices for Config.{f.name} in indexer_logits._identity"
             out[f.name] = tuple(v for v in choices[0] if v != default)
     return out
 

@@ -27,10 +27,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kernels_generated as K
+import indexer_logits as K
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs, poison_block_table
 from tuner.layouts import CacheLayout, layout_of, pack_pages, quantize_tokens, unpack_pages
-from tuner.problem import DOT_DTYPES, ORIENTS, Config, Problem, canonical_json, sha256_hex, variant_name
+from indexer_logits._identity import DOT_DTYPES, ORIENTS, Config, Problem, canonical_json, sha256_hex, variant_name
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref, relative_error
 
 from conftest import INTERPRET

@@ -15,7 +15,7 @@ import torch
 
 import tuner.render as render_mod
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
-from tuner.problem import Config, Problem, variant_name
+from indexer_logits._identity import Config, Problem, variant_name
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_ref, relative_error
 from tuner.render import emit, load_module, render, template_hash, write_if_different
 from tuner.space import InfeasibleConfig, sample_points
@@ -178,7 +178,7 @@ _RUNNER = textwrap.dedent(
     """
     import importlib.abc, importlib.util, sys
 
-    BLOCKED = {"jinja2", "optuna", "sqlite_utils", "tuner", "kernels_generated", "click"}
+    BLOCKED = {"jinja2", "optuna", "sqlite_utils", "tuner", "indexer_logits", "click"}
 
     class Blocker(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):

@@ -1,4 +1,4 @@
-"""The shipped runtime (kernels_generated): public API against the reference, the out= buffer,
+"""The shipped runtime (indexer_logits): public API against the reference, the out= buffer,
 the fallback ladder on a synthetic dispatch table, the backend switch, refusal of tampered
 modules and foreign tables, argument errors, and byte-for-byte reproducible emission.
 
@@ -18,11 +18,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import kernels_generated as K
-from kernels_generated import _checks, _dispatch
-from tuner.envinfo import slugify as tuner_slugify
+import indexer_logits as K
+from indexer_logits import _checks, _dispatch
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
-from tuner.problem import Bucket, Config, Problem, variant_name
+from indexer_logits._identity import Bucket, Config, Problem, variant_name
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_ref, relative_error
 from tuner.render import template_hash
 from tuner.store import Store, TrialRow, trial_key
@@ -30,7 +29,7 @@ from tuner.tables import default_problems, emit_defaults, emit_gpu
 
 from conftest import INTERPRET
 
-REPO_GENERATED = Path(_dispatch.PACKAGE_DIR)
+REPO_GENERATED = Path(_dispatch.TABLES_DIR)
 FP8_N1 = Problem()  # fp8, page 64, page_blocked, H=64, D=128, next_n=1, 1-D lens
 FP8_N2 = Problem(next_n=2)
 FP8_N3 = Problem(next_n=3)  # no default: 3 * 64 query rows is not a power of two
@@ -164,15 +163,19 @@ def dispatch_warnings(record) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Identities shared with the tuner.
+# Identities (indexer_logits._identity, which the tuner imports too).
 
 
-def test_problem_key_and_slug_match_the_tuner():
+def test_problem_key_of_a_table_dict_is_the_problem_key():
     problems = default_problems() + [Problem(page_size=32, scale_layout="token_interleaved", heads=32, head_dim=64)]
     for p in problems:
         assert _dispatch.problem_key(p.to_dict()) == p.key
-    for name in ("NVIDIA H200", "NVIDIA GeForce RTX 5090", "NVIDIA B200 (MIG 1g.23gb)", "???"):
-        assert _dispatch.slugify(name) == tuner_slugify(name)
+        assert _dispatch.problem_key({**p.to_dict(), "extra": 1}) == p.key  # only the Problem fields count
+    with pytest.raises(ValueError, match="missing fields"):
+        _dispatch.problem_key({"family": "decode_paged"})
+    names = {"NVIDIA H200": "nvidia_h200", "NVIDIA GeForce RTX 5090": "nvidia_geforce_rtx_5090",
+             "NVIDIA B200 (MIG 1g.23gb)": "nvidia_b200_mig_1g_23gb", "???": "unknown"}
+    assert {n: _dispatch.slugify(n) for n in names} == names
     assert _dispatch.FORMAT == 1
 
 
@@ -529,12 +532,12 @@ def test_default_table_covers_the_common_problems(synthetic):
 
 
 def test_committed_default_table_is_up_to_date(synthetic):
-    """kernels_generated/default/ must be what the current templates render (run
+    """indexer_logits/tables/default/ must be what the current templates render (run
     `python cli.py emit --defaults-only` after changing a template or the tool version)."""
     committed = _snapshot(REPO_GENERATED / "default")
     fresh = _snapshot(synthetic["root"] / "default")
     stale = sorted(set(committed) ^ set(fresh) | {k for k in committed.keys() & fresh.keys() if committed[k] != fresh[k]})
-    assert not stale, f"stale files in kernels_generated/default (run `python cli.py emit --defaults-only`): {stale}"
+    assert not stale, f"stale files in indexer_logits/tables/default (run `python cli.py emit --defaults-only`): {stale}"
 
 
 # ---------------------------------------------------------------------------------------------

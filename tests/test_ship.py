@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import cli
-from kernels_generated import _dispatch
-from tuner.problem import Config, variant_name
+from indexer_logits import _dispatch
+from indexer_logits._identity import Config, variant_name
 from tuner.store import Store
 from tuner.tables import emit_defaults, emit_gpu
 
@@ -41,7 +41,7 @@ def emitted(tmp_path_factory):
 
 BLOCKED_IMPORT_CHECK = textwrap.dedent("""
     import importlib.abc, os, sys
-    BLOCKED = {"jinja2", "optuna", "sqlite_utils", "tuner", "click", "kernels_generated"}
+    BLOCKED = {"jinja2", "optuna", "sqlite_utils", "tuner", "click"}
 
     class Block(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
@@ -54,6 +54,8 @@ BLOCKED_IMPORT_CHECK = textwrap.dedent("""
     import torch
     import indexer_logits as IL
     from indexer_logits._reference import paged_mqa_logits_ref
+    # the shipped copy, not this checkout's runtime of the same name
+    assert os.path.realpath(IL.__file__).startswith(os.path.realpath(sys.argv[1])), IL.__file__
 
     torch.manual_seed(0)
     B, N, H, D, PAGE, W = 2, 1, 64, 128, 64, 256
@@ -76,7 +78,7 @@ BLOCKED_IMPORT_CHECK = textwrap.dedent("""
     err = float((out[valid] - ref[valid]).norm() / ref[valid].norm())
     assert torch.equal(torch.isneginf(out), ~valid)
     sel = IL.paged_selection(q, kv_cache, weights, lens, table, W)
-    bad = [m for m in sys.modules if m.split(".")[0] in BLOCKED - {"kernels_generated"}]
+    bad = [m for m in sys.modules if m.split(".")[0] in BLOCKED]
     print("RESULT", sel.rung, sel.variant, err, bad)
 """)
 
@@ -86,13 +88,13 @@ def test_ship_is_self_contained(emitted, tmp_path):
     res = CliRunner().invoke(cli.main, ["ship", "--out", str(out), "--gpu", "cpu", "--root", str(emitted)])
     assert res.exit_code == 0, res.output
     pkg = out / "indexer_logits"
-    assert (pkg / "cpu" / "dispatch.json").is_file() and (pkg / "default" / "dispatch.json").is_file()
-    assert not (pkg / "nvidia_h200").exists()
+    assert (pkg / "tables" / "cpu" / "dispatch.json").is_file() and (pkg / "tables" / "default" / "dispatch.json").is_file()
+    assert not (pkg / "tables" / "nvidia_h200").exists()
     runtime = sorted(p.name for p in _dispatch.PACKAGE_DIR.glob("*.py"))
     assert runtime == sorted(p.name for p in pkg.glob("*.py"))
     manifest = json.loads((pkg / "SHIPPED.json").read_text())
-    assert manifest["gpus"] == ["cpu"] and manifest["files"]["cpu/dispatch.json"] == _dispatch.file_sha256(
-        pkg / "cpu" / "dispatch.json")
+    assert manifest["gpus"] == ["cpu"] and manifest["files"]["tables/cpu/dispatch.json"] == _dispatch.file_sha256(
+        pkg / "tables" / "cpu" / "dispatch.json")
     script = tmp_path / "use_shipped.py"
     script.write_text(BLOCKED_IMPORT_CHECK)
     env = {k: v for k, v in os.environ.items() if not k.startswith("INDEXER_LOGITS_")}
@@ -106,7 +108,7 @@ def test_ship_is_self_contained(emitted, tmp_path):
     assert float(err) < 1e-3 and bad == "[]"
     # shipping again over a shipped folder replaces it; over a foreign folder refuses
     assert CliRunner().invoke(cli.main, ["ship", "--out", str(out), "--root", str(emitted)]).exit_code == 0
-    assert (out / "indexer_logits" / "nvidia_h200" / "dispatch.json").is_file()
+    assert (out / "indexer_logits" / "tables" / "nvidia_h200" / "dispatch.json").is_file()
     (tmp_path / "other" / "indexer_logits").mkdir(parents=True)
     res = CliRunner().invoke(cli.main, ["ship", "--out", str(tmp_path / "other"), "--root", str(emitted)])
     assert res.exit_code != 0 and "not made by `ship`" in res.output

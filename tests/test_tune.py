@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from cli import main
 from tuner.buckets import (DECODE_LENS_MODES, POW2_BATCHES, SGLANG_DECODE_BATCHES, by_distance, make_buckets,
                            parse_bucket_specs, parse_sizes)
-from tuner.problem import Bucket, Config, Problem
+from indexer_logits._identity import Bucket, Config, Problem
 from tuner.search import OptunaSpace
 from tuner.space import InfeasibleConfig, check, default_config, feasible_points, grid_points, is_feasible, store_run_applies
 from tuner.worker import FAULTS_ENV
@@ -437,4 +437,4 @@ def test_seed_table_times_each_buckets_shipped_config_first(tmp_path):
 
 def test_seed_table_names_the_option_when_missing(tmp_path):
     result = CliRunner().invoke(main, ["tune", *TINY, "--seed-table", "no_such_gpu", "--db", str(tmp_path / "t.sqlite")])
-    assert result.exit_code == 2 and "--seed-table" in result.output and "kernels_generated" in result.output
+    assert result.exit_code == 2 and "--seed-table" in result.output and "indexer_logits" in result.output

@@ -15,13 +15,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import kernels_generated as K
+import indexer_logits as K
 from cli import main
-from kernels_generated import _dispatch
+from indexer_logits import _dispatch
 from tuner.bench import read_rows
 from tuner.buckets import default_sizes, make_buckets, parse_sizes
 from tuner.inputs import make_prefill_paged_inputs
-from tuner.problem import Bucket, Family, Problem
+from indexer_logits._identity import FAMILIES, Bucket, Problem
 from tuner.reference import paged_mqa_logits_chunked_ref, relative_error
 from tuner.space import grid_points, is_feasible
 from tuner.tune import GPU_GATE_SHAPES
@@ -116,7 +116,7 @@ def test_emit_then_the_runtime_selects_the_tuned_entry(tuned, monkeypatch):
 
 
 @needs_interpreter
-@pytest.mark.filterwarnings("ignore::kernels_generated.DispatchWarning")  # shipped may serve the reference
+@pytest.mark.filterwarnings("ignore::indexer_logits.DispatchWarning")  # shipped may serve the reference
 def test_bench_rows_for_every_method(tmp_path):
     out = tmp_path / "bench.jsonl"
     result = _invoke(["bench", "--interpret", *TINY, "--batch", "8", "--context", "128", "--candidates", "2",
@@ -154,4 +154,4 @@ def test_default_buckets_and_rows_past_the_width():
     assert rows == (4096,) and widths == (22528, 131072) == parse_sizes("22K,128K", "context")
     # More query rows than the table is wide: chunked prefill splits them over requests.
     assert make_buckets(PROBLEM, (4096,), (1024,)) == [Bucket(4096, 1024)]
-    assert set(GPU_GATE_SHAPES) == {f.value for f in Family}
+    assert set(GPU_GATE_SHAPES) == set(FAMILIES)

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from tuner.problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from tuner.space import TARGETS, Target, default_config, estimate_shared_bytes
 from tuner.xcompile import compile_many, mma_flavour, parse_ptxas_log
 

@@ -2,7 +2,7 @@
 
 Per bucket, each method is timed on the same input sets and, where it can be captured, by
 CUDA-graph replay (the timer is recorded in every row):
-- shipped: the public runtime API (kernels_generated), i.e. the dispatch table's choice
+- shipped: the public runtime API (indexer_logits), i.e. the dispatch table's choice
   (`*_paged_mqa_logits`, `*_mqa_logits` or `*_paged_mqa_logits_chunked`, with out= and no value
   checks);
 - shipped_pdl: the same calls as programmatic dependent launches (`enable_pdl=True`; decode on
@@ -36,7 +36,7 @@ from .gates import launch, new_output
 from .inputs import DecodeInputs, PrefillPagedInputs
 from .measure import time_candidate, timing_inputs
 from .pdl_gate import pdl_capable
-from .problem import Bucket, Config, Problem, variant_name
+from indexer_logits._identity import Bucket, Config, Problem, variant_name
 from .render import emit, load_module
 from .roofline import floor_ms
 from .space import default_config
@@ -76,7 +76,7 @@ class BenchRow:
 
 
 def _api_call(problem: Problem, enable_pdl: Optional[bool] = None) -> Callable:
-    import kernels_generated as rt
+    import indexer_logits as rt
 
     if enable_pdl and not problem.is_decode:
         raise ValueError(f"enable_pdl: only the decode family launches with PDL, not {problem.family}")

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Iterable, Sequence
 
-from .problem import Bucket, Family, Problem
+from indexer_logits._identity import DECODE_PAGED, PREFILL_PAGED, PREFILL_RAGGED, Bucket, Problem
 
 # SGLang's default decode CUDA-graph capture batch sizes: 1, 2, 4, 8, 12, 16, then every 8 to 256.
 SGLANG_DECODE_BATCHES = (1, 2, 4, 8, 12, 16) + tuple(range(24, 257, 8))
@@ -81,9 +81,9 @@ def parse_bucket_specs(text: str, what: str = "--buckets", lens_modes: Sequence[
 
 def default_sizes(family: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(batches, contexts) a family is tuned for when the user names none."""
-    if family == Family.DECODE_PAGED.value:
+    if family == DECODE_PAGED.name:
         return SGLANG_DECODE_BATCHES, DEFAULT_DECODE_CONTEXTS
-    if family == Family.PREFILL_PAGED.value:
+    if family == PREFILL_PAGED.name:
         return DEFAULT_PREFILL_ROWS, DEFAULT_CHUNKED_WIDTHS
     return DEFAULT_PREFILL_ROWS, DEFAULT_PREFILL_KEYS
 
@@ -93,7 +93,7 @@ def make_problems(family: str, dtype: str, next_ns: Sequence[int], page_size: in
     """One Problem per next_n (decode) or the single prefill problem. Raises ValueError whose
     message starts with the offending Problem field (the CLI maps it to its option)."""
     layout = scale_layout or ("none" if dtype == "bf16" else "page_blocked")
-    if family == Family.PREFILL_PAGED.value:
+    if family == PREFILL_PAGED.name:
         # The decode cache (page size, scale layout as for decode); each query row has its own limit.
         if any(n != 1 for n in next_ns):
             raise ValueError(f"next_n: prefill_paged takes next_n=1 (each query row has its own limit), "
@@ -103,7 +103,7 @@ def make_problems(family: str, dtype: str, next_ns: Sequence[int], page_size: in
                              f"got {lens_mode!r}")
         return [Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size, scale_layout=layout,
                         heads=heads, head_dim=head_dim, next_n=1, lens_mode="1d")]
-    if family == Family.PREFILL_RAGGED.value:
+    if family == PREFILL_RAGGED.name:
         if layout == "token_interleaved":
             raise ValueError("scale_layout: prefill_ragged keeps scales in a separate tensor; "
                              "use page_blocked (fp8) or none (bf16)")
@@ -123,7 +123,7 @@ def make_buckets(problem: Problem, batches: Sequence[int], contexts: Sequence[in
     """Every (batch, context) pair, in tuning order: by context, then batch (so each bucket's
     nearest finished neighbour is usually one batch size away). Chunked prefill takes any rows
     and width (more rows than the width are split over requests)."""
-    if problem.family == Family.PREFILL_RAGGED.value:
+    if problem.family == PREFILL_RAGGED.name:
         too_few = [(r, k) for r in batches for k in contexts if k < r]
         if too_few:
             raise ValueError(f"context: prefill keys must be >= query rows (causal windows), got rows/keys {too_few[:4]}")

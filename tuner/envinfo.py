@@ -6,14 +6,15 @@ Queried on demand (never at import) so that importing the tuner never touches a 
 from __future__ import annotations
 
 import platform
-import re
 from dataclasses import asdict, dataclass
+
+from indexer_logits._identity import slugify
 
 
 @dataclass(frozen=True)
 class Environment:
     gpu_name: str  # "no GPU" on a CPU machine
-    gpu_slug: str  # directory name under kernels_generated/, e.g. "nvidia_h200"
+    gpu_slug: str  # directory name under indexer_logits/tables/, e.g. "nvidia_h200"
     compute_capability: str  # "9.0", or "" without a GPU
     sm_count: int
     driver: str
@@ -24,10 +25,6 @@ class Environment:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def slugify(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "unknown"
 
 
 def _driver_version() -> str:

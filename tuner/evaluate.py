@@ -27,7 +27,7 @@ from . import __version__
 from .buckets import lens_modes
 from .distributed import claim_once, owner_run_id
 from .prebuild import LaunchShape, Prebuilder
-from .problem import Bucket, Config, Problem, variant_name
+from indexer_logits._identity import Bucket, Config, Problem, variant_name
 from .space import InfeasibleConfig, Target, check
 from .store import Store, TrialRow, gate_key, now_iso, trial_key
 from .worker import Worker, WorkerUnavailable

@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 
 from .inputs import DecodeInputs, PrefillPagedInputs, make_lens, poison_block_table
-from .problem import Problem
+from indexer_logits._identity import Problem
 from .reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref, relative_error
 
 TOLERANCE = 1e-3

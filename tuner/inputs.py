@@ -12,9 +12,9 @@ from typing import Sequence
 
 import torch
 
-from kernels_generated._checks import chunked_prefill_rows, request_tops, row_limits
+from indexer_logits._checks import chunked_prefill_rows, request_tops, row_limits
 from .layouts import layout_for, pack_pages
-from .problem import Problem
+from indexer_logits._identity import Problem
 
 POISON_IDS = (2**31 - 1, -(2**31), -1, 2**30)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels_generated._layout import CacheLayout, check_cache, layout_of, unpack_pages
+from indexer_logits._layout import CacheLayout, check_cache, layout_of, unpack_pages
 
 __all__ = ["CacheLayout", "quantize_tokens", "pack_pages", "unpack_pages", "layout_of", "check_cache",
            "FP8_MAX", "layout_for"]

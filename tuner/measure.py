@@ -12,7 +12,7 @@ import torch
 
 from .gates import launch, new_output
 from .inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
-from .problem import Bucket, Problem
+from indexer_logits._identity import Bucket, Problem
 from .timing import DEFAULT_WARMUP_MS, Timing, time_cuda_graph, time_wall_clock
 
 MIN_POOL_BYTES = 1 << 30  # >> the 50-60 MB L2 of current GPUs

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .problem import Config, Problem
+from indexer_logits._identity import Config, Problem
 from .worker import pool_init
 
 _KERNELS = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel",

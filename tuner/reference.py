@@ -1,11 +1,11 @@
 """The torch reference: the oracle every candidate kernel is checked against.
 
-The implementation lives in the shipped runtime (`kernels_generated/_reference.py`, torch only)
+The implementation lives in the shipped runtime (`indexer_logits/_reference.py`, torch only)
 because the runtime also uses it as its last-resort fallback; one oracle, not two copies.
 """
 
-from kernels_generated._checks import row_limits
-from kernels_generated._reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref
+from indexer_logits._checks import row_limits
+from indexer_logits._reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref
 
 __all__ = ["paged_mqa_logits_ref", "mqa_logits_ref", "paged_mqa_logits_chunked_ref", "row_limits", "relative_error"]
 

@@ -16,7 +16,7 @@ from types import ModuleType
 import jinja2
 
 from . import __version__
-from .problem import Config, Problem, variant_name
+from indexer_logits._identity import Config, Problem, variant_name
 from .space import check
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"

@@ -28,7 +28,7 @@ def _plt():
 
 def _problem_slug(problem_json: str) -> str:
     p = json.loads(problem_json)
-    from .problem import Problem
+    from indexer_logits._identity import Problem
 
     return Problem(**p).slug
 

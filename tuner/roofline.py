@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels_generated._checks import row_limits
+from indexer_logits._checks import row_limits
 
 
 def decode_bytes(inputs, clean_logits: bool) -> int:

@@ -33,7 +33,7 @@ from typing import Callable, Optional, Sequence
 from .buckets import by_distance
 from .distributed import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
-from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
+from indexer_logits._identity import Bucket, Config, Problem, canonical_json, sha256_hex
 from .space import AXES, STORE_RUN_SCOPE, default_config, feasible_points, is_feasible, store_run_applies
 
 SAMPLERS = ("tpe", "grid", "random")

@@ -1,8 +1,8 @@
 """`ship`: a self-contained folder that SGLang or vLLM imports with only torch and triton.
 
-    <out>/<package>/             the runtime (every kernels_generated/*.py file)
-    <out>/<package>/<gpu_slug>/  each chosen GPU's dispatch.json and the modules it names
-    <out>/<package>/default/     the family defaults
+    <out>/<package>/                    the runtime (every indexer_logits/*.py file)
+    <out>/<package>/tables/<gpu_slug>/  each chosen GPU's dispatch.json and the modules it names
+    <out>/<package>/tables/default/     the family defaults
     <out>/<package>/SHIPPED.json what was shipped: the GPUs, the tool version, every file's sha256
 
 Every table is validated and every module's sha256 checked against its table before copying.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from kernels_generated import _dispatch
+from indexer_logits import _dispatch
 from . import __version__
 
 RUNTIME_DIR = _dispatch.PACKAGE_DIR
@@ -56,7 +56,7 @@ def _checked_table(root: Path, slug: str) -> dict:
     return table
 
 
-def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = RUNTIME_DIR,
+def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = _dispatch.TABLES_DIR,
          package: str = "indexer_logits") -> ShipResult:
     root = Path(root)
     if not package.isidentifier() or keyword.iskeyword(package):
@@ -77,10 +77,10 @@ def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = RUNTIME_D
     for src in sorted(RUNTIME_DIR.glob("*.py")):
         shutil.copyfile(src, target / src.name)
     for slug, table in tables.items():
-        (target / slug).mkdir()
+        (target / "tables" / slug).mkdir(parents=True)
         names = [_dispatch.TABLE_FILE] + sorted(info["file"] for info in table["modules"].values())
         for name in names:
-            shutil.copyfile(root / slug / name, target / slug / name)
+            shutil.copyfile(root / slug / name, target / "tables" / slug / name)
     for path in sorted(target.rglob("*")):
         if path.is_file():
             result.files[path.relative_to(target).as_posix()] = _dispatch.file_sha256(path)

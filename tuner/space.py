@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from .problem import Config, Family, Problem
+from indexer_logits._identity import DECODE_PAGED, PREFILL_PAGED, PREFILL_RAGGED, Config, Problem
 
 
 class InfeasibleConfig(ValueError):
@@ -66,7 +66,7 @@ _PREFILL_AXES = {
 }
 # Values each knob may take. Anything outside is refused before rendering.
 AXES = {
-    Family.DECODE_PAGED.value: {
+    DECODE_PAGED.name: {
         "block_t": (16, 32, 64, 128, 256),
         # Powers of two and 3x them: a decode kernel's time is ~fixed + tiles, and a grid that
         # just fills the resident slots of every SM in one wave (e.g. 6 programs of 33 KB per SM
@@ -82,9 +82,9 @@ AXES = {
         # writes between the cache reads, more registers: a per-bucket choice, docs/PERF.md).
         "store": ("tile", "run"),
     },
-    Family.PREFILL_RAGGED.value: _PREFILL_AXES,
+    PREFILL_RAGGED.name: _PREFILL_AXES,
     # Chunked prefill reads the paged cache like decode and offers its 16-token tiles too.
-    Family.PREFILL_PAGED.value: {**_PREFILL_AXES, "block_t": (16, 32, 64, 128, 256)},
+    PREFILL_PAGED.name: {**_PREFILL_AXES, "block_t": (16, 32, 64, 128, 256)},
 }
 # The dtypes the tuner searches on a GPU; the others exist for the CPU interpreter.
 TUNED_DOT_DTYPES = ("native",)

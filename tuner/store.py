@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional
 
 import sqlite_utils
 
-from .problem import Bucket, Config, Problem, canonical_json, sha256_hex
+from indexer_logits._identity import Bucket, Config, Problem, canonical_json, sha256_hex
 
 SCHEMA_VERSION = 1
 

@@ -8,7 +8,7 @@ gives the same bytes (the table's time is the latest trial's, never the clock), 
 written only when different, and modules a table no longer names are removed.
 
 The table format (FORMAT = 1) is documented in docs/RUNTIME.md and validated on load by
-kernels_generated._dispatch.validate_table.
+indexer_logits._dispatch.validate_table.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from kernels_generated import _dispatch
+from indexer_logits import _dispatch
 from . import __version__
-from .problem import Config, Problem, variant_name
+from indexer_logits._identity import Config, Problem, variant_name
 from .render import emit as render_emit
 from .render import template_hash, write_if_different
 from .space import TARGETS, InfeasibleConfig, check, default_config

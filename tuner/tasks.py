@@ -17,7 +17,7 @@ import torch
 from .gates import GateFailure, chunked_graph_gate, graph_gate, poison_gate, reference_gate
 from .inputs import make_decode_inputs, make_lens, make_prefill_inputs, make_prefill_paged_inputs
 from .measure import time_candidate, timing_inputs
-from .problem import Bucket, Config, Problem
+from indexer_logits._identity import Bucket, Config, Problem
 from .render import emit, load_module
 from .roofline import floor_ms
 

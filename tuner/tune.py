@@ -18,14 +18,13 @@ from typing import Optional, Sequence
 import click
 
 from .buckets import default_sizes, make_buckets, make_problems, parse_sizes
-from .problem import Config, Problem
+from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Config, Problem
 
 # Gate input shapes per family on a GPU: (requests, width) for decode, (rows, keys) for prefill,
 # (rows, width) for chunked prefill. The paged ones are wider than one program's chunk (up to 8K
 # tokens for decode, 16K for chunked prefill) so the gates cross chunk boundaries.
 GPU_GATE_SHAPES = {"decode_paged": (4, 20480), "prefill_ragged": (256, 2048), "prefill_paged": (256, 20480)}
 # Interpreter dot dtypes (the interpreter gets bf16 dots wrong; fp16 is exact for fp8 inputs).
-INTERPRETER_DOT_DTYPES = {"fp8": ("fp16",), "bf16": ("fp32",)}
 _PROBLEM_OPTIONS = {"q_dtype": "--dtype", "cache_dtype": "--dtype", "heads": "--heads", "head_dim": "--head-dim",
                     "page_size": "--page-size", "next_n": "--next-n", "scale_layout": "--scale-layout",
                     "lens_mode": "--lens-mode", "family": "--family"}
@@ -65,16 +64,16 @@ def _try_configs(texts: Sequence[str]) -> tuple[Config, ...]:
 
 def _table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
     """((problem key, batch, context), Config) for every bucket of `plan` that the dispatch table
-    `seed_table` (a GPU slug under kernels_generated/, or a dispatch.json path) ships a config for."""
+    `seed_table` (a GPU slug under indexer_logits/tables/, or a dispatch.json path) ships a config for."""
     if not seed_table:
         return ()
-    import kernels_generated
+    import indexer_logits
 
     path = Path(seed_table)
     if path.suffix != ".json":
-        path = Path(kernels_generated.__file__).parent / seed_table / "dispatch.json"
+        path = indexer_logits._dispatch.TABLES_DIR / seed_table / "dispatch.json"
     if not path.is_file():
-        raise click.BadParameter(f"expected a GPU slug with a table under kernels_generated/ or a dispatch.json "
+        raise click.BadParameter(f"expected a GPU slug with a table under indexer_logits/tables/ or a dispatch.json "
                                  f"path; {path} does not exist", param_hint="--seed-table")
     try:
         table = json.loads(path.read_text())
@@ -129,7 +128,7 @@ def run(*, family: str, dtype: str, next_n: Sequence[str], page_size: int, scale
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--context") from None
     configs = _try_configs(try_config)
-    dot_dtypes = INTERPRETER_DOT_DTYPES[dtype] if interpret else TUNED_DOT_DTYPES
+    dot_dtypes = INTERPRETER_DOT_DTYPES[dtype][:1] if interpret else TUNED_DOT_DTYPES  # the cheapest exact one
     for config in configs:
         space = OptunaSpace(problems[0], dot_dtypes)
         params = space.params_of(config)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from kernels_generated import _dispatch
+from indexer_logits import _dispatch
 from .gates import GateFailure, run_all_gates
 from .inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
-from .problem import Config, Problem, variant_name
+from indexer_logits._identity import Config, Problem, variant_name
 from .render import emit as render_emit
 from .render import load_module
 from .tables import interpreter_dot_dtype

@@ -210,7 +210,7 @@ def _inject_fault(kind: str, payload: dict) -> None:
     spec = os.environ.get(FAULTS_ENV)
     if not spec or kind not in ("gate", "time"):
         return
-    from .problem import Config
+    from indexer_logits._identity import Config
 
     slug = Config.from_json(payload["config"]).slug
     faults = json.loads(spec)

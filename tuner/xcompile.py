@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from .problem import Config, Problem, variant_name
+from indexer_logits._identity import Config, Problem, variant_name
 from .space import InfeasibleConfig, Target, check
 
 STATUSES = ("ok", "infeasible", "error")
@@ -417,7 +417,7 @@ def compile_many(points: Iterable[tuple[Problem, Config, Target]], jobs: int | N
 
 def reproducer(result: CompileResult) -> str:
     """A shell command that compiles this one variant again in the foreground."""
-    code = ("from tuner.problem import Problem, Config; from tuner.space import target_for; "
+    code = ("from indexer_logits._identity import Problem, Config; from tuner.space import target_for; "
             "from tuner.xcompile import compile_variant; "
             f"print(compile_variant(Problem.from_json({result.problem.to_json()!r}), "
             f"Config.from_json({result.config.to_json()!r}), target_for({result.target!r})))")

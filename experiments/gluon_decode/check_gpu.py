@@ -108,7 +108,7 @@ def check_setting(name: str) -> bool:
 
     from tuner.gates import run_all_gates
     from tuner.inputs import make_decode_inputs
-    from tuner.problem import Problem
+    from indexer_logits._identity import Problem
 
     setting = SETTINGS[name] if name in SETTINGS else json.loads(name)
     fn = _launch_fn(setting)
@@ -172,7 +172,7 @@ def time_buckets(names, buckets, replays):
     from tuner.bench import _api_call
     from tuner.gates import new_output
     from tuner.measure import timing_inputs
-    from tuner.problem import Problem
+    from indexer_logits._identity import Problem
     from tuner.reference import paged_mqa_logits_ref, relative_error
     from tuner.roofline import floor_ms
     from tuner.timing import measure_copy_bandwidth, time_cuda_graph

@@ -45,7 +45,7 @@ def main() -> int:
     from tuner.buckets import parse_bucket_specs
     from tuner.gates import new_output
     from tuner.measure import timing_inputs
-    from tuner.problem import Problem
+    from indexer_logits._identity import Problem
     from tuner.reference import paged_mqa_logits_ref, relative_error
     from tuner.roofline import floor_ms
     from tuner.timing import measure_copy_bandwidth, time_cuda_graph

@@ -2,7 +2,7 @@
 
 Imports only torch and this package (the generated modules it loads import torch and triton).
 
-Layout on disk (the table directory is this package's folder, or $INDEXER_LOGITS_TABLE_DIR):
+Layout on disk (the table directory is this package's tables/ folder, or $INDEXER_LOGITS_TABLE_DIR):
 
     <dir>/<gpu_slug>/dispatch.json   tuned on that GPU (slug of torch.cuda.get_device_name)
     <dir>/<gpu_slug>/<variant>.py    the frozen modules it names
@@ -38,6 +38,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ._identity import INTERPRETER_DOT_DTYPES, PROBLEM_FIELDS, family_kind, problem_key, slugify
+
 FORMAT = 1
 TABLE_FILE = "dispatch.json"
 DEFAULT_SLUG = "default"
@@ -45,13 +47,9 @@ CPU_SLUG = "cpu"
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
 ENV_TABLE_DIR = "INDEXER_LOGITS_TABLE_DIR"
 PACKAGE_DIR = Path(__file__).resolve().parent
+# The generated tables and modules: package data beside the hand-written runtime.
+TABLES_DIR = PACKAGE_DIR / "tables"
 
-# The problem fields, exactly those of tuner.problem.Problem (the key hashes all of them).
-PROBLEM_FIELDS = ("family", "q_dtype", "cache_dtype", "page_size", "scale_layout", "heads", "head_dim",
-                  "next_n", "lens_mode")
-# tl.dot operand dtypes the CPU interpreter computes exactly, per cache dtype (it gets bf16 and
-# fp8 dots wrong): only these variants are chosen for CPU tensors.
-INTERPRETER_DOT_DTYPES = {"fp8": ("fp16", "fp32"), "bf16": ("fp32",)}
 _VARIANT_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
 
 
@@ -89,43 +87,6 @@ class NoKernelError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Identities shared with the tuner (tests check they agree with tuner.problem / tuner.envinfo).
-
-
-def slugify(name: str) -> str:
-    """The directory name of a GPU's table: 'NVIDIA H200' -> 'nvidia_h200'."""
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "unknown"
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-
-
-def problem_key(problem: dict) -> str:
-    """sha256 of the problem's canonical JSON: equal to tuner.problem.Problem(**problem).key."""
-    missing = [f for f in PROBLEM_FIELDS if f not in problem]
-    if missing:
-        raise ValueError(f"problem: missing fields {missing}")
-    return hashlib.sha256(canonical_json({f: problem[f] for f in PROBLEM_FIELDS}).encode()).hexdigest()
-
-
-def decode_problem(cache_dtype: str, page_size: int, scale_layout: str, heads: int, head_dim: int, next_n: int,
-                   lens_2d: bool) -> dict:
-    return {"family": "decode_paged", "q_dtype": cache_dtype, "cache_dtype": cache_dtype, "page_size": page_size,
-            "scale_layout": scale_layout, "heads": heads, "head_dim": head_dim, "next_n": next_n,
-            "lens_mode": "2d" if lens_2d else "1d"}
-
-
-def prefill_problem(cache_dtype: str, heads: int, head_dim: int) -> dict:
-    return {"family": "prefill_ragged", "q_dtype": cache_dtype, "cache_dtype": cache_dtype, "page_size": 0,
-            "scale_layout": "none" if cache_dtype == "bf16" else "page_blocked", "heads": heads,
-            "head_dim": head_dim, "next_n": 1, "lens_mode": "1d"}
-
-
-def prefill_paged_problem(cache_dtype: str, page_size: int, scale_layout: str, heads: int, head_dim: int) -> dict:
-    """Chunked prefill over the paged cache: the decode cache, one limit per query row."""
-    return {"family": "prefill_paged", "q_dtype": cache_dtype, "cache_dtype": cache_dtype, "page_size": page_size,
-            "scale_layout": scale_layout, "heads": heads, "head_dim": head_dim, "next_n": 1, "lens_mode": "1d"}
 
 
 def bucket_distance(a: tuple[int, int], b: tuple[int, int]) -> float:
@@ -143,7 +104,7 @@ def interpreting() -> bool:
 
 def table_root() -> Path:
     value = os.environ.get(ENV_TABLE_DIR)
-    return Path(value).resolve() if value else PACKAGE_DIR
+    return Path(value).resolve() if value else TABLES_DIR
 
 
 def _fail(path: Path, msg: str):
@@ -412,11 +373,12 @@ def _default(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict:
 
 def _describe(problem: dict, bucket) -> str:
     p = problem
+    kind = family_kind(p["family"])
     what = f"{p['family']} {p['cache_dtype']} H={p['heads']} D={p['head_dim']}"
-    if p["family"] == "decode_paged":
-        what += f" page={p['page_size']} {p['scale_layout']} next_n={p['next_n']} lens={p['lens_mode']}"
-    elif p["family"] == "prefill_paged":
+    if kind.paged:
         what += f" page={p['page_size']} {p['scale_layout']}"
+    if kind.decode:
+        what += f" next_n={p['next_n']} lens={p['lens_mode']}"
     return f"{what} (batch {bucket[0]}, context {bucket[1]})"
 
 

@@ -1,8 +1,12 @@
-"""What a kernel computes (Problem), how it is built (Config), and the one name for a variant.
+"""What a kernel computes (Problem), how it is built (Config), the shape class it is tuned for
+(Bucket), and the one readable name of a variant: the identities the runtime and the tuner share.
 
-Both are frozen dataclasses with a canonical JSON form (sorted keys, no spaces) whose sha256
-identifies them; `variant_name(problem, config)` is the single readable name used for the
-generated file, the Python module, the database key and the dispatch-table value.
+The runtime owns this module (it imports only the standard library); the tuner imports it, so
+a key, a slug or a variant name is computed by one piece of code everywhere. Each dataclass has
+a canonical JSON form (sorted keys, no spaces) whose sha256 identifies it.
+
+Kernel families register here with what identifies them (`FamilyKind`): the tuner's family
+modules (tuner/families/) add how each is rendered, tuned and checked.
 """
 
 from __future__ import annotations
@@ -11,14 +15,76 @@ import dataclasses
 import enum
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 
-class Family(str, enum.Enum):
-    DECODE_PAGED = "decode_paged"
-    PREFILL_RAGGED = "prefill_ragged"
-    PREFILL_PAGED = "prefill_paged"  # many query rows (chunked prefill) over the paged cache
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def slugify(name: str) -> str:
+    """The directory name of a GPU's table: 'NVIDIA H200' -> 'nvidia_h200'."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel families: what identifies each one. Adding a family adds a FamilyKind here (or through
+# register_family) and a module under tuner/families/.
+
+
+@dataclass(frozen=True)
+class FamilyKind:
+    """A kernel family as the runtime knows it.
+
+    paged: K lives in the paged cache (page_size and the scale layout apply); otherwise K is
+      ragged, page_size is 0 and scales sit in a tensor of their own.
+    decode: query rows come per request in groups of next_n with a lens mode (1-D or 2-D
+      context_lens); otherwise every query row carries its own limit (next_n 1, lens '1d').
+    kernel: the @triton.jit function a generated module of this family defines.
+    """
+
+    name: str
+    paged: bool
+    decode: bool
+    kernel: str
+
+
+FAMILIES: dict[str, FamilyKind] = {}
+
+
+def register_family(kind: FamilyKind) -> FamilyKind:
+    """Add a family (tests register toy ones); re-registering the same kind is a no-op."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", kind.name) or "__" in kind.name:
+        raise ValueError(f"family: expected a lower-case identifier without '__', got {kind.name!r}")
+    old = FAMILIES.get(kind.name)
+    if old is not None and old != kind:
+        raise ValueError(f"family {kind.name!r}: already registered as {old}")
+    FAMILIES[kind.name] = kind
+    return kind
+
+
+def unregister_family(name: str) -> None:
+    FAMILIES.pop(name, None)
+
+
+def family_kind(name: str) -> FamilyKind:
+    kind = FAMILIES.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ValueError(f"family: expected one of {sorted(FAMILIES)}, got {name!r}")
+    return kind
+
+
+DECODE_PAGED = register_family(FamilyKind("decode_paged", paged=True, decode=True, kernel="_decode_paged_kernel"))
+PREFILL_RAGGED = register_family(FamilyKind("prefill_ragged", paged=False, decode=False,
+                                            kernel="_prefill_ragged_kernel"))
+# Many query rows (chunked prefill) over the paged cache.
+PREFILL_PAGED = register_family(FamilyKind("prefill_paged", paged=True, decode=False, kernel="_prefill_paged_kernel"))
 
 
 class ScaleLayout(str, enum.Enum):
@@ -39,6 +105,10 @@ PAGE_SIZES = (1, 32, 64, 128)
 HEADS = (8, 16, 32, 64, 128)
 HEAD_DIMS = (32, 64, 128)
 MAX_NEXT_N = 4
+# tl.dot operand dtypes the CPU interpreter computes exactly, per cache dtype (it gets bf16 and
+# fp8 dots wrong): the runtime picks only these variants for CPU tensors, and a tune under the
+# interpreter searches only these.
+INTERPRETER_DOT_DTYPES = {"fp8": ("fp16", "fp32"), "bf16": ("fp32",)}
 
 
 def _choice(name: str, value: Any, allowed) -> None:
@@ -55,16 +125,8 @@ def _enum_value(name: str, value: Any, enum_cls) -> str:
         ) from None
 
 
-def canonical_json(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 class _Canonical:
-    """Canonical JSON, hash and dict round trip shared by Problem and Config."""
+    """Canonical JSON, hash and dict round trip shared by Problem, Config and Bucket."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -96,12 +158,12 @@ class _Canonical:
 class Problem(_Canonical):
     """The function a kernel computes, independent of how it is scheduled.
 
-    `page_size` and `scale_layout` describe the paged cache (decode_paged, prefill_paged);
-    prefill_ragged reads ragged K and carries page_size=0. `next_n` and `lens_mode` are
-    decode-only (both prefill families use 1 / "1d").
+    `page_size` and `scale_layout` describe the paged cache (paged families); a ragged family
+    reads ragged K and carries page_size=0. `next_n` and `lens_mode` are decode-only (the other
+    families take 1 / "1d").
     """
 
-    family: str = Family.DECODE_PAGED.value
+    family: str = DECODE_PAGED.name
     q_dtype: str = "fp8"
     cache_dtype: str = "fp8"
     page_size: int = 64
@@ -116,7 +178,9 @@ class Problem(_Canonical):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{name}: expected an int, got {value!r}")
-        object.__setattr__(self, "family", _enum_value("family", self.family, Family))
+        family = self.family.value if isinstance(self.family, enum.Enum) else self.family
+        kind = family_kind(family)
+        object.__setattr__(self, "family", kind.name)
         object.__setattr__(self, "scale_layout", _enum_value("scale_layout", self.scale_layout, ScaleLayout))
         object.__setattr__(self, "lens_mode", _enum_value("lens_mode", self.lens_mode, LensMode))
         _choice("q_dtype", self.q_dtype, DTYPES)
@@ -132,33 +196,33 @@ class Problem(_Canonical):
                 "scale_layout: expected 'none' for a bf16 cache and 'page_blocked' or 'token_interleaved' "
                 f"for fp8, got {self.scale_layout!r} with cache_dtype={self.cache_dtype!r}"
             )
-        if self.family == Family.DECODE_PAGED.value:
+        if kind.paged:
             _choice("page_size", self.page_size, PAGE_SIZES)
-            if not 1 <= self.next_n <= MAX_NEXT_N:
-                raise ValueError(f"next_n: expected 1..{MAX_NEXT_N}, got {self.next_n!r}")
-        elif self.family == Family.PREFILL_PAGED.value:
-            # The decode cache (same page sizes and scale layouts); each query row carries its
-            # own limit, so there is no next_n and no lens mode.
-            _choice("page_size", self.page_size, PAGE_SIZES)
-            if self.next_n != 1 or self.lens_mode != LensMode.ONE_D.value:
-                raise ValueError("next_n/lens_mode: prefill_paged takes next_n=1 and lens_mode='1d' "
-                                 "(each query row has its own limit)")
         else:
             if self.page_size != 0:
-                raise ValueError(f"page_size: expected 0 for prefill_ragged (K is not paged), got {self.page_size!r}")
-            if self.next_n != 1 or self.lens_mode != LensMode.ONE_D.value:
-                raise ValueError("next_n/lens_mode: prefill_ragged takes next_n=1 and lens_mode='1d'")
+                raise ValueError(f"page_size: expected 0 for {kind.name} (K is not paged), got {self.page_size!r}")
             if self.scale_layout == ScaleLayout.TOKEN_INTERLEAVED.value:
-                raise ValueError("scale_layout: prefill_ragged keeps scales in a separate tensor ('page_blocked' stands for that)")
+                raise ValueError(f"scale_layout: {kind.name} keeps scales in a separate tensor "
+                                 "('page_blocked' stands for that)")
+        if kind.decode:
+            if not 1 <= self.next_n <= MAX_NEXT_N:
+                raise ValueError(f"next_n: expected 1..{MAX_NEXT_N}, got {self.next_n!r}")
+        elif self.next_n != 1 or self.lens_mode != LensMode.ONE_D.value:
+            raise ValueError(f"next_n/lens_mode: {kind.name} takes next_n=1 and lens_mode='1d' "
+                             "(each query row has its own limit)")
+
+    @property
+    def kind(self) -> FamilyKind:
+        return FAMILIES[self.family]
 
     @property
     def is_decode(self) -> bool:
-        return self.family == Family.DECODE_PAGED.value
+        return self.kind.decode
 
     @property
     def is_paged(self) -> bool:
-        """K lives in the paged cache (decode_paged, prefill_paged)."""
-        return self.family in (Family.DECODE_PAGED.value, Family.PREFILL_PAGED.value)
+        """K lives in the paged cache."""
+        return self.kind.paged
 
     @property
     def token_bytes(self) -> int:
@@ -179,6 +243,32 @@ class Problem(_Canonical):
             if self.lens_mode == LensMode.TWO_D.value:
                 parts.append("l2d")
         return "_".join(parts)
+
+
+# The problem fields (the key hashes all of them).
+PROBLEM_FIELDS = tuple(f.name for f in dataclasses.fields(Problem))
+
+
+def problem_key(problem: Mapping[str, Any]) -> str:
+    """sha256 of a problem dict's canonical JSON (its Problem fields only): Problem(**problem).key
+    without building and validating the Problem (the runtime's per-table check)."""
+    missing = [f for f in PROBLEM_FIELDS if f not in problem]
+    if missing:
+        raise ValueError(f"problem: missing fields {missing}")
+    return sha256_hex(canonical_json({f: problem[f] for f in PROBLEM_FIELDS}))
+
+
+def problem_dict(family: str, cache_dtype: str, heads: int, head_dim: int, page_size: int = 0,
+                 scale_layout: str | None = None, next_n: int = 1, lens_2d: bool = False) -> dict:
+    """The runtime's problem for a call (the fields of Problem, unvalidated: the API checked the
+    arguments). A ragged family ignores page_size; scale_layout defaults to the dtype's own."""
+    kind = family_kind(family)
+    if scale_layout is None or not kind.paged:
+        scale_layout = ScaleLayout.NONE.value if cache_dtype == "bf16" else ScaleLayout.PAGE_BLOCKED.value
+    return {"family": kind.name, "q_dtype": cache_dtype, "cache_dtype": cache_dtype,
+            "page_size": page_size if kind.paged else 0, "scale_layout": scale_layout, "heads": heads,
+            "head_dim": head_dim, "next_n": next_n if kind.decode else 1,
+            "lens_mode": LensMode.TWO_D.value if kind.decode and lens_2d else LensMode.ONE_D.value}
 
 
 DOT_DTYPES = ("native", "fp16", "bf16", "fp32")
@@ -206,8 +296,7 @@ class Config(_Canonical):
       'run': kept in registers and written once after the program's last tile (split grid,
       k_rows, tiles inside one page), with the run's fp8 scales read once before its first tile
       and applied there. Costs registers: TILES rounded up to a power of two x block_t x next_n
-      fp32 values per program, and as many again for an fp8 cache's scales (docs/PERF.md,
-      "Deferred logits stores", "The run's epilogue").
+      fp32 values per program, and as many again for an fp8 cache's scales (docs/PERF.md).
     """
 
     block_t: int = 64

@@ -3,7 +3,7 @@ dispatch table per GPU. Imports only torch (and triton, when a kernel is first l
 
 Drop-in for DeepGEMM's calls (same argument order; see docs/INTEGRATION.md):
 
-    from kernels_generated import fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
+    from indexer_logits import fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
 
 Environment: INDEXER_LOGITS_BACKEND = auto | tuned | default | reference (force a path),
 INDEXER_LOGITS_TABLE_DIR (where the tables live; default: this folder),

@@ -27,8 +27,8 @@ from typing import Optional
 import torch
 
 from ._checks import check_decode, check_prefill, check_prefill_paged
-from ._dispatch import (Selection, decode_problem, device_compute_capability, prefill_paged_problem, prefill_problem,
-                        select)
+from ._dispatch import Selection, device_compute_capability, select
+from ._identity import DECODE_PAGED, PREFILL_PAGED, PREFILL_RAGGED, problem_dict
 from ._reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref
 
 ENV_CHECK_VALUES = "INDEXER_LOGITS_CHECK_VALUES"
@@ -127,8 +127,8 @@ def _no_reference_in_capture(device: torch.device, sel: Selection) -> None:
 
 
 def _decode_selection(q, a, max_context_len: int) -> Selection:
-    problem = decode_problem(a.layout.cache_dtype, a.layout.page_size, a.layout.scale_layout, a.heads,
-                             a.head_dim, a.next_n, a.lens_2d)
+    problem = problem_dict(DECODE_PAGED.name, a.layout.cache_dtype, a.heads, a.head_dim, a.layout.page_size,
+                           a.layout.scale_layout, a.next_n, a.lens_2d)
     return select(q.device, problem, (a.batch, max_context_len))
 
 
@@ -224,7 +224,7 @@ def _split_kv(q, kv):
 
 
 def _ragged_selection(q, a) -> Selection:
-    return select(q.device, prefill_problem(a.cache_dtype, a.heads, a.head_dim), (a.rows, a.keys))
+    return select(q.device, problem_dict(PREFILL_RAGGED.name, a.cache_dtype, a.heads, a.head_dim), (a.rows, a.keys))
 
 
 def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, check_values) -> torch.Tensor:
@@ -273,8 +273,8 @@ def bf16_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits=Tru
 
 
 def _chunked_selection(q, a) -> Selection:
-    problem = prefill_paged_problem(a.layout.cache_dtype, a.layout.page_size, a.layout.scale_layout, a.heads,
-                                    a.head_dim)
+    problem = problem_dict(PREFILL_PAGED.name, a.layout.cache_dtype, a.heads, a.head_dim, a.layout.page_size,
+                           a.layout.scale_layout)
     return select(q.device, problem, (a.rows, a.max_context_len))
 
 
