@@ -127,23 +127,32 @@ def test_fallback_ratio_pairs_rows_of_one_run():
     assert line.endswith("| - |"), line
 
 
-def test_bench_warms_every_method_up_alike(monkeypatch, device):
+def test_bench_warms_every_method_up_alike_and_reports_each_ones_times(monkeypatch, device):
     """shipped, default and autotune are timed after the same warm-up: with 100 ms for shipped and
     20 ms for the others, one prefill kernel read 6% slower as `shipped` than as `default` on the
-    H200 (docs/PERF.md, "Where the goals stand")."""
+    H200 (docs/PERF.md, "Where the goals stand").
+
+    The stand-in graph timer hands each method its own unsorted replay samples (shipped 1x,
+    default 2x, autotune 0.5x of 1..11 us) through the timing module's own quantiles, so the rows
+    must carry each method's p20 / p50 / p80 (3, 6, 9 times its scale), frac_of_floor = floor / p50
+    and ratio_to_shipped = p50 / shipped's p50: a swapped percentile, an unsorted pick, a ratio
+    upside down or taken against the wrong row would show (constant times hid all of these)."""
     if device != "cpu":
         pytest.skip("the CPU loop with a stand-in graph timer")
     import tuner.bench as bench
     import tuner.measure as measure
-    from tuner.timing import Timing
+    import tuner.timing as timing
 
     warmups = []
+    base_us = (5, 1, 9, 3, 7, 2, 10, 4, 8, 6, 11)  # sorted: 1..11, p20 = 3, median = 6, p80 = 9
+    scales = iter((1.0, 2.0, 0.5))  # the order bench_bucket times them in: shipped, default, autotune
 
     def graph_timer(fns, replays=50, warmup_ms=None, **kw):
         for fn in fns:
             fn()
         warmups.append(warmup_ms)
-        return Timing("cuda_graph", 1.0, 1.0, 1.0, 1)
+        f = next(scales)
+        return timing._quantiles([f * us * 1e-3 for us in base_us], "cuda_graph")
 
     monkeypatch.setattr(bench, "time_cuda_graph", graph_timer)
     monkeypatch.setattr(measure, "time_cuda_graph", graph_timer)
@@ -152,5 +161,14 @@ def test_bench_warms_every_method_up_alike(monkeypatch, device):
     rows = bench_bucket(p, Bucket(2, 64), "full", candidates=cands, timer="cuda_graph", device="cpu",
                         copy_bw=1e11, matmul_rate=None, env=current(), run_id="t", created_at="2026-01-01T00:00:00+00:00",
                         replays=3, dot_dtype="fp16", methods=("shipped", "default", "autotune"))
-    assert {r.method for r in rows} == {"shipped", "default", "autotune"}
+    by = {r.method: r for r in rows}
+    assert set(by) == {"shipped", "default", "autotune"} and len(rows) == 3
     assert warmups == [bench.BENCH_WARMUP_MS] * 3
+    floor = by["shipped"].floor_ms
+    assert floor > 0 and all(r.floor_ms == floor for r in rows)
+    for method, f in (("shipped", 1.0), ("default", 2.0), ("autotune", 0.5)):
+        r = by[method]
+        assert r.timer == "cuda_graph"
+        assert (r.p20_ms, r.p50_ms, r.p80_ms) == pytest.approx((3e-3 * f, 6e-3 * f, 9e-3 * f)), method
+        assert r.frac_of_floor == pytest.approx(floor / (6e-3 * f)), method
+        assert r.ratio_to_shipped == pytest.approx(f), method  # > 1: slower than shipped

@@ -1,8 +1,14 @@
 """Candidate template changes kept under experiments/ (not yet the templates: shipping one needs a
-re-tune of its family on the GPU) stay correct: scripts/gpu_template_ab.py --cpu-smoke gates the
+re-tune of its family on the GPU) stay correct: `python -m bench.template_ab --cpu-smoke` gates the
 current and the candidate template on the same configs under the interpreter (reference values,
-the CUDA-graph replay rule, the poisoned block table)."""
+the CUDA-graph replay rule, the poisoned block table).
 
+No candidate waits under experiments/ at times (experiments/README.md), so the same gating also
+runs on candidates built here from the current templates: one with the relu rewritten into an
+equivalent form (every config must be gated ok, current and alt) and one with the relu dropped
+(every config of the candidate must be rejected as a wrong answer, the current ones still pass)."""
+
+import os
 import re
 import subprocess
 import sys
@@ -11,7 +17,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "gpu_template_ab.py"
+
+
+def _tool(name: str) -> list[str]:
+    """The command line of a bench tool (bench/<name>.py), run from the repository root."""
+    return [sys.executable, "-W", "ignore", "-m", f"bench.{name}"]
+
+
+TEMPLATE_AB = _tool("template_ab")
 # Decode: tiles inside one page (the scalar-page / TMA path), tiles spanning two pages, a
 # persistent grid. Chunked prefill: inside one page at two tile sizes.
 DECODE = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"orient":"k_rows","dot_dtype":"DOT"},'
@@ -25,25 +38,93 @@ FAMILY_CASES = {
                      (["--buckets", "2x512:full", "--dtype", "bf16"], DECODE)],
     "prefill_paged": [(["--family", "prefill_paged", "--buckets", "40x700:full"], PREFILL)],
 }
+# Folders under experiments/ that hold no template candidate (each says so in its README).
+NOT_CANDIDATES = {"gluon_decode"}
+# The relu of the score tiles, as every template writes it (both orientations).
+RELU = "scores = tl.maximum(scores, 0.0) * w"
+RELU_AS_WHERE = "scores = tl.where(scores > 0.0, scores, 0.0) * w"  # the same function
+NO_RELU = "scores = scores * w"  # a wrong candidate
+BUILT = "built:"  # a candidate built in tmp_path from templates/<family>.py.jinja
+
+
+def _folders() -> list[Path]:
+    return sorted(p for p in (ROOT / "experiments").iterdir() if p.is_dir())
+
+
 CASES = [(d.name, args, configs)
-         for d in sorted(p for p in (ROOT / "experiments").iterdir() if p.is_dir())
+         for d in _folders()
          for f in sorted(d.glob("*.py.jinja"))
          for args, configs in FAMILY_CASES.get(f.name.removesuffix(".py.jinja"), [])]
+CASES += [(BUILT + family, args, configs) for family, cases in FAMILY_CASES.items() for args, configs in cases]
+
+
+def _built_candidate(tmp_path: Path, family: str, new: str) -> Path:
+    """A candidate folder: templates/<family>.py.jinja with its relu lines replaced by `new`."""
+    src = (ROOT / "templates" / f"{family}.py.jinja").read_text()
+    assert src.count(RELU) == 2, f"{family}: the relu lines moved; update RELU"
+    folder = tmp_path / f"{family}_candidate"
+    folder.mkdir()
+    (folder / f"{family}.py.jinja").write_text(src.replace(RELU, new))
+    return folder
+
+
+def _ab(folder: Path, args: list[str], configs: str) -> subprocess.CompletedProcess:
+    dot = "fp32" if "bf16" in args else "fp16"  # the interpreter's bf16 tl.dot is wrong; fp8 -> fp16 is exact
+    return subprocess.run([*TEMPLATE_AB, "--alt", str(folder), "--cpu-smoke", *args, "--configs", configs.replace("DOT", dot)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def _summary(proc: subprocess.CompletedProcess, args: list[str]) -> list[str]:
+    """The summary table's rows (one per config: the bucket's default, then --configs)."""
+    return [ln for ln in proc.stdout.splitlines() if ln.startswith(args[args.index("--buckets") + 1])]
+
+
+def test_experiments_holds_only_gated_candidates():
+    """Every folder under experiments/ is either a candidate whose templates replace ones of
+    templates/ of a family gated here, or a known non-candidate: a candidate with a misnamed
+    template (or of a family without cases) would otherwise be skipped without a word."""
+    for d in _folders():
+        templates = sorted(d.glob("*.jinja"))
+        if d.name in NOT_CANDIDATES:
+            assert not templates and (d / "README.md").is_file(), d
+            continue
+        assert templates, f"{d}: neither a template candidate nor listed in NOT_CANDIDATES"
+        for f in templates:
+            assert (ROOT / "templates" / f.name).is_file(), f"{f}: replaces no template"
+            assert f.name.removesuffix(".py.jinja") in FAMILY_CASES, f"{f}: its family has no gating cases here"
 
 
 @pytest.mark.parametrize("name, args, configs", CASES, ids=[f"{c[0]}-{'-'.join(c[1][2:]) or 'fp8'}" for c in CASES])
-def test_candidate_template_passes_the_gates(name, args, configs):
-    dot = "fp32" if "bf16" in args else "fp16"  # the interpreter's bf16 tl.dot is wrong; fp8 -> fp16 is exact
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(SCRIPT), "--alt", str(ROOT / "experiments" / name),
-                           "--cpu-smoke", *args, "--configs", configs.replace("DOT", dot)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+def test_candidate_template_passes_the_gates(name, args, configs, tmp_path):
+    if name.startswith(BUILT):
+        folder = _built_candidate(tmp_path, name.removeprefix(BUILT), RELU_AS_WHERE)
+    else:
+        folder = ROOT / "experiments" / name
+    proc = _ab(folder, args, configs)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(args[args.index("--buckets") + 1])]
+    lines = _summary(proc, args)
     assert len(lines) == configs.count("{") + 1 and all(ln.count("gated ok") == 2 for ln in lines), proc.stdout[-2000:]
 
 
+@pytest.mark.parametrize("family, configs", [("decode_paged", DECODE), ("prefill_paged", "[]")])
+def test_template_ab_rejects_a_candidate_without_the_relu(family, configs, tmp_path):
+    """The gating above can fail: the same candidate with the relu dropped is rejected in every
+    config (decode: both score orientations; chunked prefill: its default config only, the
+    interpreter takes a minute a config there), while the current template passes beside it."""
+    args = FAMILY_CASES[family][0][0]
+    proc = _ab(_built_candidate(tmp_path, family, NO_RELU), args, configs)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = _summary(proc, args)
+    assert len(lines) == configs.count("{") + 1, proc.stdout[-2000:]
+    for ln in lines:
+        assert re.search(r"gated ok\s+REJECTED\s+-$", ln.rstrip()), ln  # current ok, alt rejected
+    rejects = re.findall(r"^REJECT (\w+) \S+: (\w+)", proc.stdout, re.M)
+    assert rejects and all(r == ("alt", "wrong_answer") for r in rejects), proc.stdout[-2000:]
+    assert len(rejects) == len(lines)
+
+
 def test_template_ab_refuses_a_folder_without_templates(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--alt", str(tmp_path), "--cpu-smoke"],
+    proc = subprocess.run([*TEMPLATE_AB, "--alt", str(tmp_path), "--cpu-smoke"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode != 0 and "--alt: expected a folder of .jinja templates" in proc.stderr + proc.stdout
 
@@ -56,22 +137,23 @@ def test_template_ab_catches_a_wrong_candidate(tmp_path):
                       "page_guess = 1 + tl.load(bt_ptr + b * bt_stride + guess_first * BLOCK_T // PAGE,")
     assert bad != src
     (tmp_path / "decode_paged.py.jinja").write_text(bad)
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(SCRIPT), "--alt", str(tmp_path), "--cpu-smoke",
+    proc = subprocess.run([*TEMPLATE_AB, "--alt", str(tmp_path), "--cpu-smoke",
                            "--buckets", "2x512:full", "--configs", DECODE.replace("DOT", "fp16")],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 1 and "REJECT alt bt32_tp4_w4_s3_fp16_kr: wrong_answer" in proc.stdout, proc.stdout[-2000:]
 
 
 def test_xcompile_template_ab_reports_resources_of_both_templates():
-    """scripts/xcompile_template_ab.py: a real sm_90 compile of the current and a candidate
+    """bench.template_ab --xcompile: a real sm_90 compile of the current and a candidate
     template (here: the current one copied, so both lines must agree)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "decode_paged.py.jinja").write_text((ROOT / "templates" / "decode_paged.py.jinja").read_text())
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "xcompile_template_ab.py"), "--alt", d,
-                               "--configs", '[{"block_t":64,"tiles_per_program":4,"num_warps":4,"num_stages":3,'
-                               '"orient":"k_rows"}]'], capture_output=True, text=True, timeout=600, cwd=ROOT)
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # real compiles
+        proc = subprocess.run([*TEMPLATE_AB, "--alt", d, "--xcompile", "--configs", '[{"block_t":64,"tiles_per_program":4,"num_warps":4,"num_stages":3,'
+                               '"orient":"k_rows"}]'], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                              env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("bt64_tp4_w4_s3_kr")]
     assert [r[1] for r in rows] == ["current", "alt"] and rows[0][2:] == rows[1][2:], proc.stdout
@@ -80,10 +162,9 @@ def test_xcompile_template_ab_reports_resources_of_both_templates():
 
 
 def test_xcompile_ir_counts_the_loop_conversions(tmp_path):
-    """scripts/xcompile_ir.py: its TTGIR reading on a hand-written loop (a reduce region and a
+    """bench.xcompile_ir: its TTGIR reading on a hand-written loop (a reduce region and a
     location with braces inside it, a conversion after the loop), then a real sm_90 compile."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from xcompile_ir import loop_conversions, ptx_counts
+    from bench.xcompile_ir import loop_conversions, ptx_counts
 
     ttgir = "\n".join([
         "tt.func @k() {",
@@ -105,7 +186,7 @@ def test_xcompile_ir_counts_the_loop_conversions(tmp_path):
     assert loop_conversions(ttgir) == 2
     assert ptx_counts("st.global.v4.b32 [a], {b};\n@p st.global.b32 [a], b;\nbar.sync 0;\nst.global.b32 [c], d;") == {
         "bar.sync": 1, "st.global.b32": 2, "st.global.v4.b32": 1}
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "xcompile_ir.py"), "--out", str(tmp_path),
+    proc = subprocess.run([*_tool("xcompile_ir"), "--out", str(tmp_path),
                            "--configs", '[{"block_t":64,"tiles_per_program":4,"num_warps":4,"num_stages":3,'
                            '"orient":"k_rows","store":"run"}, {"block_t":128,"orient":"k_rows","store":"run"}]'],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -117,14 +198,13 @@ def test_xcompile_ir_counts_the_loop_conversions(tmp_path):
 
 
 def test_timeline_probes_fit_the_template_and_compile():
-    """scripts/gpu_timeline.py inserts timer probes at anchors of the decode module: they must be
+    """bench.timeline inserts timer probes at anchors of the decode module: they must be
     found in every split-grid render (tiles inside a page or over it, store per tile or per run,
     next_n 1 and 2), leave valid Python, and compile for sm_90 (a subprocess: the interpreter and
     real compilation cannot share a process)."""
     import ast
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from gpu_timeline import probed_source
+    from bench.timeline import probed_source
 
     from indexer_logits._identity import Config, Problem
     from tuner.render import render
@@ -139,7 +219,7 @@ def test_timeline_probes_fit_the_template_and_compile():
             assert text.count("_timer_after(") >= 7 and "tl.store(_probe + SCALARS" in text, config.slug
     with pytest.raises(SystemExit, match="probe anchor found 0 times"):
         probed_source(render(Problem(), Config(block_t=64, tiles_per_program=1, programs_per_sm=2)), 64)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_timeline.py"), "--xcompile", "--configs",
+    proc = subprocess.run([*_tool("timeline"), "--xcompile", "--configs",
                            '[{"block_t":64,"tiles_per_program":16,"num_warps":4,"num_stages":3,"orient":"k_rows",'
                            '"store":"run"}]'], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -1,14 +1,17 @@
 """The gates fail the candidates they exist to catch (CPU, with stand-in modules that compute
-through the reference, so only the rule under test is broken)."""
+through the independent loop oracle (tests/_loop_oracle.py, float64 from the cache's bytes), so
+only the rule under test is broken, and a gate that passes a correct stand-in has compared the
+project's reference with a computation that shares none of its code)."""
 
 import types
 
 import pytest
+import torch
 
+import _loop_oracle as oracle
 from tuner.gates import GateFailure, graph_gate, poison_gate, reference_gate
 from tuner.inputs import make_decode_inputs
-from tuner.problem import Problem
-from tuner.reference import paged_mqa_logits_ref
+from indexer_logits._identity import Problem
 
 PROBLEM = Problem(heads=16, head_dim=32, page_size=32, next_n=2)
 
@@ -35,7 +38,8 @@ def _module(grid_of, body):
 
 
 def _exact(q, kv, w, lens, bt, out, width, clean):
-    paged_mqa_logits_ref(q, kv, w, lens, bt, width, clean, out=out)
+    """The right answer, from the loop oracle (-inf off the valid region, clean or not)."""
+    out.copy_(oracle.paged_logits(q, kv, w, lens, bt, width, PROBLEM.scale_layout).to(out.dtype))
 
 
 def _inputs():
@@ -45,9 +49,61 @@ def _inputs():
 def test_a_correct_stand_in_passes_every_gate():
     mod = _module(lambda q, lens, width: (q.shape[0], width // 64), _exact)
     x = _inputs()
-    assert reference_gate(mod, x) < 1e-6
+    assert reference_gate(mod, x) < 1e-6  # the reference agrees with the oracle to fp32 rounding
     poison_gate(mod, x)
     graph_gate(mod, PROBLEM, x)
+
+
+def _scaled(factor):
+    """A stand-in whose every logit is off by `factor` (relative error |factor - 1| exactly)."""
+
+    def body(q, kv, w, lens, bt, out, width, clean):
+        _exact(q, kv, w, lens, bt, out, width, clean)
+        out.mul_(factor)
+
+    return _module(lambda q, lens, width: (q.shape[0],), body)
+
+
+def test_reference_gate_reports_the_measured_error():
+    # The returned error is ||out - ref|| / ||ref||: a gate that compared the output with itself,
+    # or the reference with itself, would report 0 here.
+    err = reference_gate(_scaled(1.0 + 3e-4), _inputs())
+    assert err == pytest.approx(3e-4, rel=0.05)
+
+
+def test_a_wrong_answer_is_caught():
+    with pytest.raises(GateFailure) as e:
+        reference_gate(_scaled(1.0 + 2e-3), _inputs())  # just past the 1e-3 tolerance
+    assert e.value.reason == "wrong_answer"
+
+
+def test_dropping_the_relu_is_caught():
+    # A stand-in that sums w * (q . k) over all heads (no relu): the oracle's formula without
+    # relu, so only the relu is missing.
+    def body(q, kv, w, lens, bt, out, width, clean):
+        neg_q = q.float().neg().to(q.dtype)
+        pos = oracle.paged_logits(q, kv, w, lens, bt, width, PROBLEM.scale_layout)
+        neg = oracle.paged_logits(neg_q, kv, w, lens, bt, width, PROBLEM.scale_layout)
+        # relu(x) - relu(-x) = x: the head sum of w * (q . k), scaled, where valid.
+        out.copy_(torch.where(torch.isfinite(pos), pos - neg, pos).to(out.dtype))
+
+    mod = _module(lambda q, lens, width: (q.shape[0],), body)
+    with pytest.raises(GateFailure) as e:
+        reference_gate(mod, _inputs())
+    assert e.value.reason == "wrong_answer"
+
+
+def test_a_finite_value_past_the_valid_region_is_caught_with_clean_logits():
+    def body(q, kv, w, lens, bt, out, width, clean):
+        _exact(q, kv, w, lens, bt, out, width, clean)
+        out.nan_to_num_(neginf=0.0)  # valid positions right, invalid ones 0 instead of -inf
+
+    mod = _module(lambda q, lens, width: (q.shape[0],), body)
+    x = make_decode_inputs(PROBLEM, 3, 160, [5, 70, 160], seed=2)
+    with pytest.raises(GateFailure) as e:
+        reference_gate(mod, x)
+    assert e.value.reason == "mask"
+    reference_gate(mod, x, clean_logits=False)  # without clean logits those values are unspecified
 
 
 def test_grid_from_the_lengths_is_caught():

@@ -1,11 +1,15 @@
 """Property-based tests (hypothesis).
 
-1. The runtime against the reference, under the interpreter (CPU) or on the GPU: random batch,
-   next_n, lens mode, page layout, lengths (0, 1, the full width, non page multiples), output
-   width, block tables wider than needed and poisoned past the valid pages, clean_logits. The
-   valid region must match the reference (SPEC.md's relative error < 1e-3, here also per row)
-   and, with clean_logits, the -inf mask must be exactly the invalid region. H=64, D=128: the
-   problems the shipped family defaults serve.
+1. The runtime's kernels against the reference, under the interpreter (CPU) or on the GPU:
+   random batch, next_n, lens mode, page layout, lengths (0, 1, the full width, non page
+   multiples), output width, block tables wider than needed and poisoned past the valid pages,
+   clean_logits. The valid region must match the reference (SPEC.md's relative error < 1e-3,
+   here also per row) and, with clean_logits, the -inf mask must be exactly the invalid region.
+   H=64, D=128 and the layouts a generated kernel serves (fp8 page-blocked, bf16): every call
+   must be served by a kernel of its problem (the selection's rung is not "reference", and the
+   runtime's reference fallback is made to fail during the call), so a kernel that stopped
+   serving cannot pass on the fallback. token_interleaved has no kernel: its reference rung is
+   checked on its own.
 2. tuner.layouts: pack_pages / unpack_pages round trips (exact for bf16 and for the fp8 bytes
    and scales; within fp8 rounding of K), gap bytes untouched, any page subset.
 3. Problem / Config: any field values either build an object that survives its canonical JSON
@@ -20,7 +24,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from contextlib import contextmanager
 from dataclasses import replace
+from unittest import mock
 
 import pytest
 import torch
@@ -28,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexer_logits as K
+import indexer_logits._api as runtime_api
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs, poison_block_table
 from tuner.layouts import CacheLayout, layout_of, pack_pages, quantize_tokens, unpack_pages
 from indexer_logits._identity import DOT_DTYPES, ORIENTS, Config, Problem, canonical_json, sha256_hex, variant_name
@@ -63,14 +70,40 @@ def assert_rows_match(out, ref, valid, clean: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# 1. The runtime against the reference.
+# 1. The runtime's kernels against the reference.
 
 LAYOUTS = [("fp8", "page_blocked"), ("fp8", "token_interleaved"), ("bf16", "none")]
+KERNEL_LAYOUTS = [LAYOUTS[0], LAYOUTS[2]]  # the layouts generated kernels serve
+
+
+def assert_kernel_serves(sel, problem: Problem) -> None:
+    """The selection is a generated kernel of this very problem (family, dtype, page, H, D,
+    next_n, lens mode), not the torch reference; under the interpreter it is the family default
+    (there is no tuned table for the CPU), an fp16- or fp32-dot variant."""
+    assert sel.rung != "reference", f"the reference serves {problem.family} {problem.slug}"
+    assert sel.launch is not None
+    assert sel.variant.startswith(f"{problem.family}__{problem.slug}__"), (sel.variant, problem.slug)
+    if INTERPRET:
+        assert sel.rung == "default", sel
+
+
+def _no_fallback(*args, **kwargs):
+    raise AssertionError("the runtime fell back to the torch reference")
+
+
+@contextmanager
+def kernel_only():
+    """During the call: the runtime's reference fallbacks fail, and a DispatchWarning (a skipped
+    rung, a fallback) is an error."""
+    with mock.patch.multiple(runtime_api, paged_mqa_logits_ref=_no_fallback, mqa_logits_ref=_no_fallback,
+                             paged_mqa_logits_chunked_ref=_no_fallback), warnings.catch_warnings():
+        warnings.simplefilter("error", K.DispatchWarning)
+        yield
 
 
 @st.composite
 def decode_cases(draw):
-    dtype, layout = draw(st.sampled_from(LAYOUTS))
+    dtype, layout = draw(st.sampled_from(KERNEL_LAYOUTS))
     next_n = draw(st.sampled_from([1, 2, 4]))
     lens_mode = draw(st.sampled_from(["1d", "2d"]))
     batch = draw(st.integers(1, 3))
@@ -95,13 +128,25 @@ def test_decode_runtime_matches_reference(case):
     bad = poison_block_table(x)  # every id past the valid pages is wild: must be neither read nor checked
     fn = K.fp8_paged_mqa_logits if p.cache_dtype == "fp8" else K.bf16_paged_mqa_logits
     meta = K.get_paged_mqa_logits_metadata(bad.context_lens, 64, 4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", K.DispatchWarning)  # token_interleaved: the reference serves
+    assert_kernel_serves(K.paged_selection(*bad.args(), scale_layout=x.scale_layout), p)
+    with kernel_only():
         out = fn(bad.q, bad.kv_cache, bad.weights, bad.context_lens, bad.block_table, meta, x.max_context_len,
                  case["clean"], scale_layout=x.scale_layout)
     assert_rows_match(out, ref, x.valid_mask(), case["clean"])
-    if INTERPRET and p.scale_layout != "token_interleaved":
-        assert K.paged_selection(*x.args(), scale_layout=x.scale_layout).rung == "default"
+
+
+def test_token_interleaved_decode_is_served_by_the_reference():
+    """No generated kernel reads the token-interleaved layout: the runtime says so (a
+    DispatchWarning naming the problem) and runs the reference, which test_reference.py holds to
+    the loop oracle."""
+    p = Problem(scale_layout="token_interleaved", next_n=2)
+    x = make_decode_inputs(p, 2, 130, lens=[0, 77], seed=5, device=DEVICE)
+    meta = K.get_paged_mqa_logits_metadata(x.context_lens, 64, 4)
+    with pytest.warns(K.DispatchWarning, match="no kernel for decode_paged fp8 .* token_interleaved"):
+        out = K.fp8_paged_mqa_logits(*x.args()[:5], meta, x.max_context_len, True, scale_layout=x.scale_layout)
+    sel = K.paged_selection(*x.args(), scale_layout=x.scale_layout)
+    assert sel.rung == "reference" and sel.variant is None
+    assert_rows_match(out, paged_mqa_logits_ref(*x.args(), scale_layout=x.scale_layout), x.valid_mask(), True)
 
 
 @st.composite
@@ -120,13 +165,15 @@ def test_prefill_runtime_matches_reference(case):
     p = case["problem"]
     x = make_prefill_inputs(p, case["rows"], case["keys"], "random", seed=case["seed"], device=DEVICE)
     fn = K.fp8_mqa_logits if p.cache_dtype == "fp8" else K.bf16_mqa_logits
-    out = fn(*x.args(), case["clean"])
+    assert_kernel_serves(K.ragged_selection(*x.args()), p)
+    with kernel_only():
+        out = fn(*x.args(), case["clean"])
     assert_rows_match(out, mqa_logits_ref(*x.args()), x.valid_mask(), case["clean"])
 
 
 @st.composite
 def chunked_cases(draw):
-    dtype, layout = draw(st.sampled_from([LAYOUTS[0], LAYOUTS[2]]))
+    dtype, layout = draw(st.sampled_from(KERNEL_LAYOUTS))
     width = draw(st.integers(8, 256))
     requests = draw(st.integers(1, 3))
     chunk_lens = draw(st.lists(st.integers(0, min(6, width)), min_size=requests, max_size=requests))
@@ -143,7 +190,10 @@ def test_chunked_prefill_runtime_matches_reference(case):
     x = make_prefill_paged_inputs(p, sum(case["chunk_lens"]), case["width"], chunk_lens=case["chunk_lens"],
                                   seed=case["seed"], device=DEVICE)
     fn = K.fp8_paged_mqa_logits_chunked if p.cache_dtype == "fp8" else K.bf16_paged_mqa_logits_chunked
-    out = fn(*poison_block_table(x).args(), case["clean"], scale_layout=x.scale_layout)
+    bad = poison_block_table(x)
+    assert_kernel_serves(K.chunked_selection(*bad.args(), scale_layout=x.scale_layout), p)
+    with kernel_only():
+        out = fn(*bad.args(), case["clean"], scale_layout=x.scale_layout)
     ref = paged_mqa_logits_chunked_ref(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in x.args()],
                                        scale_layout=x.scale_layout)
     assert_rows_match(out, ref, x.valid_mask(), case["clean"])
