@@ -32,7 +32,9 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from .gates import launch, new_output
+import indexer_logits as rt
+
+from .gates import launch, new_output, reference
 from .inputs import DecodeInputs, PrefillPagedInputs
 from .measure import time_candidate, timing_inputs
 from .pdl_gate import pdl_capable
@@ -76,8 +78,6 @@ class BenchRow:
 
 
 def _api_call(problem: Problem, enable_pdl: Optional[bool] = None) -> Callable:
-    import indexer_logits as rt
-
     if enable_pdl and not problem.is_decode:
         raise ValueError(f"enable_pdl: only the decode family launches with PDL, not {problem.family}")
     if problem.is_decode:
@@ -225,8 +225,6 @@ def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Seq
         fn = lambda: torch_fullwidth_fallback(sets[0], out)
         results["torch_fullwidth"] = ("torch", _time_fns([fn], timer, max(3, replays // 5)))
     if "reference" in methods:
-        from .gates import reference
-
         results["reference"] = ("torch", _time_eager(lambda: reference(sets[0]), reps=3))
     shipped = results.get("shipped")
     rows = []

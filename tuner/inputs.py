@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from indexer_logits._checks import chunked_prefill_rows, request_tops, row_limits
-from .layouts import layout_for, pack_pages
+from .layouts import layout_for, pack_pages, quantize_tokens
 from indexer_logits._identity import Problem
 
 POISON_IDS = (2**31 - 1, -(2**31), -1, 2**30)
@@ -204,8 +204,6 @@ def make_prefill_inputs(problem: Problem, rows: int, keys: int, windows="causal"
     h, d = problem.heads, problem.head_dim
     k = torch.randn(keys, d, generator=g)
     if problem.cache_dtype == "fp8":
-        from .layouts import quantize_tokens
-
         k_fp8, k_scale = quantize_tokens(k)
         kv = (k_fp8, k_scale)
         q = (torch.randn(rows, h, d, generator=g) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)

@@ -14,6 +14,11 @@ import json
 from pathlib import Path
 from typing import Iterable
 
+from indexer_logits._identity import Problem
+
+from .bench import read_rows
+from .store import Store
+
 METHOD_ORDER = ("shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth", "reference")
 
 
@@ -28,8 +33,6 @@ def _plt():
 
 def _problem_slug(problem_json: str) -> str:
     p = json.loads(problem_json)
-    from indexer_logits._identity import Problem
-
     return Problem(**p).slug
 
 
@@ -188,13 +191,9 @@ def tune_times(trials: list[dict]) -> list[tuple[str, int, float]]:
 
 
 def write_report(bench_files: Iterable[Path], db_path: Path | None, out_md: Path, plot_dir: Path) -> Path:
-    from .bench import read_rows
-
     rows = [r for f in bench_files for r in read_rows(f)]
     trials = []
     if db_path is not None and Path(db_path).exists():
-        from .store import Store
-
         trials = Store(db_path).trials()
     plot_dir.mkdir(parents=True, exist_ok=True)
     names = ", ".join(_rel(Path(f), out_md) for f in bench_files) or "no bench files"

@@ -21,11 +21,14 @@ import sqlite_utils
 
 from indexer_logits._identity import Bucket, Config, Problem, canonical_json, sha256_hex
 
+from .ownership import owner_alive
+
 SCHEMA_VERSION = 1
 
 # Status values a trial may take. Everything but "ok" is infeasible for the search.
 STATUSES = ("ok", "infeasible", "compile_error", "wrong_answer", "unwritten", "mask", "graph_unsafe",
             "reads_past_valid_pages", "timeout", "crash", "error")
+RETRIED_STATUSES = ("error",)  # not the candidate's fault: measured again on the next run, kept out of merges
 
 
 @dataclass
@@ -134,16 +137,14 @@ class Store:
         if not self.db["runs"].exists():
             self.db["runs"].create({"run_id": str, "started_at": str, "env_json": str, "args_json": str,
                                     "copy_bw": float, "matmul_rate": float}, pk="run_id")
-        if not self.db["claims"].exists():  # added within schema 1 (tuner.distributed.claim_once)
+        if not self.db["claims"].exists():  # added within schema 1 (tuner.ownership.claim_once)
             self.db["claims"].create({"claim_key": str, "owner": str, "claimed_at": str}, pk="claim_key")
 
     # -- claims: which process measures a key (several workers on one store) ---------------
 
     def claim(self, key: str, owner: str) -> tuple[bool, str]:
         """(True, owner) when `owner` now holds `key`, or (False, the holder). A claim whose
-        holder is gone (tuner.distributed.owner_alive) is taken over, atomically."""
-        from .distributed import owner_alive
-
+        holder is gone (tuner.ownership.owner_alive) is taken over, atomically."""
         while True:
             cur = self.db.execute("insert or ignore into claims (claim_key, owner, claimed_at) values (?, ?, ?)",
                                   [key, owner, now_iso()])
@@ -211,8 +212,6 @@ def merge_stores(into: Store, sources: Iterable[str | Path]) -> dict[str, int]:
     """Copy the trials, gates and runs of other stores (other hosts) into `into`, one row per
     key: a row already there is kept, unless it is a retried 'error' and the other is not.
     Sources are opened read-only. Returns counts: rows added, replaced, and kept."""
-    from .evaluate import RETRIED_STATUSES
-
     counts = {"added": 0, "replaced": 0, "kept": 0}
     for source in sources:
         source = Path(source)

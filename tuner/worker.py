@@ -3,10 +3,12 @@
 A candidate can kill the CUDA context (an illegal address poisons every later call in that
 process) or hang. The tuner therefore never runs a candidate itself: it sends requests over a
 Pipe to a worker started with multiprocessing 'spawn' (a fresh interpreter: no inherited CUDA
-state, and TRITON_INTERPRET set or unset before Triton is imported). A request that gets no
-answer within its timeout ends the worker ('timeout'); a worker that dies or reports a lost
-CUDA context is reaped ('crash'). The next request starts a fresh worker, which first replays
-the remembered "prepare" requests (its inputs), so the search goes on where it was.
+state, and TRITON_INTERPRET set or unset before any candidate's kernel module is loaded; the
+two kernels of tuner.faults, defined when this module is imported, run only on a GPU worker).
+A request that gets no answer within its timeout ends the worker ('timeout'); a worker that
+dies or reports a lost CUDA context is reaped ('crash'). The next request starts a fresh
+worker, which first replays the remembered "prepare" requests (its inputs), so the search goes
+on where it was.
 
 Protocol: the parent sends (kind, payload); the worker answers (status, detail, data) where
 status is "ok" or a trial status tag (see tuner.store.STATUSES), and `fatal` in data means the
@@ -28,6 +30,11 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+
+from indexer_logits._identity import Config
+
+from .faults import hang, illegal_address
+from .tasks import Tasks, TaskFailure, classify
 
 FAULTS_ENV = "INDEXER_TUNER_FAULTS"
 READY_TIMEOUT_S = 300.0  # importing torch + triton and initialising CUDA, on a busy host
@@ -210,8 +217,6 @@ def _inject_fault(kind: str, payload: dict) -> None:
     spec = os.environ.get(FAULTS_ENV)
     if not spec or kind not in ("gate", "time"):
         return
-    from indexer_logits._identity import Config
-
     slug = Config.from_json(payload["config"]).slug
     faults = json.loads(spec)
     if slug in faults.get("crash", ()):
@@ -220,21 +225,16 @@ def _inject_fault(kind: str, payload: dict) -> None:
         while True:
             time.sleep(3600)
     if slug in faults.get("gpu_crash", ()):
-        from .faults import illegal_address
-
         illegal_address()
     if slug in faults.get("gpu_hang", ()):
-        from .faults import hang
-
         hang()
 
 
 def serve(conn, interpret: bool) -> None:
-    """Worker main loop. Heavy imports happen only after the interpreter choice is made."""
+    """Worker main loop. The interpreter choice is made first: the candidates' kernel modules
+    are loaded afterwards, request by request."""
     set_interpreter(interpret)
     exit_with_parent()
-    from .tasks import Tasks, TaskFailure, classify
-
     tasks = Tasks(device="cpu" if interpret else "cuda")
     conn.send(("ready", "", {}))
     while True:
