@@ -1,12 +1,7 @@
-"""Which frozen kernel runs a call: dispatch tables, their validation, and the fallback ladder.
+"""Which frozen kernel runs a call: the fallback ladder over the dispatch tables, cached per shape.
 
 Imports only torch and this package (the generated modules it loads import torch and triton).
-
-Layout on disk (the table directory is this package's tables/ folder, or $INDEXER_LOGITS_TABLE_DIR):
-
-    <dir>/<gpu_slug>/dispatch.json   tuned on that GPU (slug of torch.cuda.get_device_name)
-    <dir>/<gpu_slug>/<variant>.py    the frozen modules it names
-    <dir>/default/dispatch.json      family defaults for any GPU (and CPU-interpreter variants)
+The tables themselves (layout on disk, validation, module loading) are indexer_logits._tables.
 
 The ladder for one call (problem, bucket), with INDEXER_LOGITS_BACKEND=auto:
   1. exact: the current GPU's table has an entry for this problem and bucket;
@@ -22,12 +17,8 @@ for a shape, a call does no file I/O.
 from __future__ import annotations
 
 import enum
-import hashlib
-import importlib.util
-import json
 import math
 import os
-import re
 import sys
 import threading
 import warnings
@@ -39,18 +30,12 @@ from typing import Any, Callable, Optional
 import torch
 
 from ._identity import INTERPRETER_DOT_DTYPES, PROBLEM_FIELDS, family_kind, problem_key, slugify
+# The table names are re-exported: the public API and the tuner reach the tables through here.
+from ._tables import (CPU_SLUG, DEFAULT_SLUG, ENV_TABLE_DIR, FORMAT, PACKAGE_DIR, TABLE_FILE,  # noqa: F401
+                      TABLES_DIR, DispatchTableError, file_sha256, interpreting, load_kernel, load_table,
+                      table_root, validate_table)
 
-FORMAT = 1
-TABLE_FILE = "dispatch.json"
-DEFAULT_SLUG = "default"
-CPU_SLUG = "cpu"
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
-ENV_TABLE_DIR = "INDEXER_LOGITS_TABLE_DIR"
-PACKAGE_DIR = Path(__file__).resolve().parent
-# The generated tables and modules: package data beside the hand-written runtime.
-TABLES_DIR = PACKAGE_DIR / "tables"
-
-_VARIANT_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
 
 
 class Backend(str, enum.Enum):
@@ -74,10 +59,6 @@ class Backend(str, enum.Enum):
         return cls.parse(os.environ.get(ENV_BACKEND))
 
 
-class DispatchTableError(ValueError):
-    """A dispatch table or module that must not be used (wrong format, foreign GPU, tampered file)."""
-
-
 class DispatchWarning(RuntimeWarning):
     """A rung of the ladder was skipped, or the call fell back to the reference."""
 
@@ -92,119 +73,6 @@ class NoKernelError(RuntimeError):
 def bucket_distance(a: tuple[int, int], b: tuple[int, int]) -> float:
     """Log-distance between (batch, context) buckets: ratios matter, not differences."""
     return math.hypot(math.log(a[0]) - math.log(b[0]), math.log(a[1]) - math.log(b[1]))
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
-
-
-# ---------------------------------------------------------------------------------------------
-# Tables.
-
-
-def table_root() -> Path:
-    value = os.environ.get(ENV_TABLE_DIR)
-    return Path(value).resolve() if value else TABLES_DIR
-
-
-def _fail(path: Path, msg: str):
-    raise DispatchTableError(f"{path}: {msg}")
-
-
-def validate_table(table: Any, path: Path, expect_slug: Optional[str] = None,
-                   compute_capability: Optional[str] = None) -> dict:
-    """Check a parsed table's structure and that it was made for this GPU; return it."""
-    if not isinstance(table, dict):
-        _fail(path, f"expected a JSON object, got {type(table).__name__}")
-    if table.get("format") != FORMAT:
-        _fail(path, f"format: expected {FORMAT}, got {table.get('format')!r} (re-emit it with this tool version)")
-    for name in ("provenance", "modules", "entries", "defaults"):
-        if name not in table:
-            _fail(path, f"missing the {name!r} section")
-    prov, modules = table["provenance"], table["modules"]
-    if not isinstance(prov, dict) or not isinstance(modules, dict) or not isinstance(table["entries"], list):
-        _fail(path, "provenance and modules must be objects, entries a list")
-    slug = prov.get("gpu_slug")
-    if expect_slug is not None and slug != expect_slug:
-        _fail(path, f"made for GPU {slug!r} ({prov.get('gpu_name', '?')}), not for {expect_slug!r}: refusing a foreign table")
-    table_cc = prov.get("compute_capability")
-    if compute_capability and table_cc and slug != DEFAULT_SLUG and table_cc != compute_capability:
-        _fail(path, f"made for compute capability {table_cc}, this GPU is {compute_capability}: refusing a foreign table")
-    for variant, info in modules.items():
-        if not isinstance(info, dict) or not all(k in info for k in ("file", "sha256", "problem", "config")):
-            _fail(path, f"modules[{variant!r}]: expected file, sha256, problem and config")
-        if not _VARIANT_FILE.match(str(info["file"])):
-            _fail(path, f"modules[{variant!r}]: file {info['file']!r} must be a plain module file name")
-    for i, e in enumerate(table["entries"]):
-        if not isinstance(e, dict) or e.get("variant") not in modules:
-            _fail(path, f"entries[{i}]: variant {e.get('variant') if isinstance(e, dict) else e!r} is not in modules")
-        b = e.get("bucket")
-        if not (isinstance(b, dict) and isinstance(b.get("batch"), int) and isinstance(b.get("context"), int)
-                and b["batch"] >= 1 and b["context"] >= 1):
-            _fail(path, f"entries[{i}]: expected bucket {{batch, context}} of positive ints, got {b!r}")
-        try:
-            key = problem_key(e.get("problem") or {})
-        except (ValueError, TypeError) as exc:
-            _fail(path, f"entries[{i}]: {exc}")
-        if e.get("problem_key") != key:
-            _fail(path, f"entries[{i}]: problem_key does not match its problem")
-    for section in ("defaults", "interpreter_defaults"):
-        if not isinstance(table.get(section) or {}, dict):
-            _fail(path, f"{section}: expected an object {{problem_key: variant}}")
-        for key, variant in (table.get(section) or {}).items():
-            if variant not in modules:
-                _fail(path, f"{section}[{key[:12]}...]: variant {variant!r} is not in modules")
-            if problem_key(modules[variant]["problem"]) != key:
-                _fail(path, f"{section}[{key[:12]}...]: key does not match module {variant!r}'s problem")
-    return table
-
-
-def load_table(path: Path, expect_slug: Optional[str] = None, compute_capability: Optional[str] = None) -> dict:
-    """Read and validate a dispatch.json; raises DispatchTableError with the file's path."""
-    path = Path(path)
-    try:
-        table = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise DispatchTableError(f"{path}: not valid JSON ({exc})") from None
-    return validate_table(table, path, expect_slug, compute_capability)
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-_MODULES_LOCK = threading.Lock()
-
-
-def load_kernel(table_dir: Path, variant: str, info: dict) -> ModuleType:
-    """Import a table's module after checking its sha256; the module name carries the hash and
-    the interpreter flag, so equal files share one import and a changed file never reuses one."""
-    path = Path(table_dir) / info["file"]
-    if not path.is_file():
-        raise DispatchTableError(f"{path}: module file named by the table is missing")
-    data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != info["sha256"]:
-        raise DispatchTableError(
-            f"{path}: sha256 {digest[:16]}... does not match the table's {str(info['sha256'])[:16]}...: "
-            "refusing a modified module (re-emit, or restore the shipped file)")
-    name = f"_indexer_logits_kernel__{variant}__{digest[:16]}{'__interp' if interpreting() else ''}"
-    with _MODULES_LOCK:
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException as exc:
-                del sys.modules[name]
-                if isinstance(exc, Exception):  # a module that cannot even import is refused like a tampered one
-                    raise DispatchTableError(f"{path}: failed to import ({type(exc).__name__}: {exc})") from exc
-                raise
-    if getattr(module, "VARIANT", None) != variant or not callable(getattr(module, "launch", None)):
-        raise DispatchTableError(f"{path}: expected a generated module with VARIANT={variant!r} and launch()")
-    return module
 
 
 # ---------------------------------------------------------------------------------------------

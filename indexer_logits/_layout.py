@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-SCALE_LAYOUTS = ("page_blocked", "token_interleaved", "none")
+from ._identity import ScaleLayout
+
+SCALE_LAYOUTS = tuple(s.value for s in ScaleLayout)
 
 
 @dataclass(frozen=True)

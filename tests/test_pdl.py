@@ -140,7 +140,7 @@ XCOMPILE = textwrap.dedent("""
     from triton.compiler import ASTSource
     from indexer_logits._identity import Config, Problem
     from tuner.render import emit, load_module
-    from tuner.xcompile import build_signature
+    from tuner.signature import build_signature
     cfg = Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=3, orient="k_rows")
     for pdl in (False, True):
         with tempfile.TemporaryDirectory() as d:

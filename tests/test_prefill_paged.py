@@ -24,7 +24,8 @@ from _helpers import check_output, checked_module
 
 import indexer_logits as K
 from indexer_logits._layout import layout_of, unpack_pages
-from tuner.gates import GateFailure, run_all_gates
+from tuner.families import run_all_gates
+from tuner.gates import GateFailure
 from tuner.inputs import PrefillPagedInputs, make_prefill_paged_inputs, poison_block_table
 from indexer_logits._identity import Config, Problem
 from tuner.reference import paged_mqa_logits_chunked_ref, relative_error

@@ -14,6 +14,8 @@ import pytest
 import torch
 
 import tuner.render as render_mod
+from tuner.families import family_of
+from tuner.families import names as family_names
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from indexer_logits._identity import Config, Problem, variant_name
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_ref, relative_error
@@ -83,7 +85,7 @@ def test_header_records_what_made_the_file(tmp_path):
         assert f"# problem: {p.to_json()}" in head
         assert f"# config:  {c.to_json()}" in head
         assert any(template_hash(p.family) in line for line in head)
-        assert any(render_mod.TEMPLATES[p.family] in line for line in head)
+        assert any(family_of(p).template in line for line in head)
         module = load_module(emit(p, c, tmp_path))
         assert module.VARIANT == name
         assert module.PROBLEM == p.to_dict() and module.CONFIG == c.to_dict()
@@ -109,7 +111,7 @@ def test_rendered_sources_compile_for_sampled_feasible_points():
 
 def test_environment_is_strict(template_copy):
     assert render_mod._env().undefined is jinja2.StrictUndefined
-    path = template_copy / render_mod.TEMPLATES["decode_paged"]
+    path = template_copy / family_of("decode_paged").template
     path.write_text(path.read_text() + "\n# {{ no_such_variable }}\n")
     with pytest.raises(jinja2.UndefinedError, match="no_such_variable"):
         render(DECODE, DECODE_CFG)
@@ -147,21 +149,30 @@ def test_out_of_space_configs_are_refused(tmp_path, problem, config, reason):
 
 
 def test_template_hash_follows_template_content(template_copy):
-    original = {f: template_hash(f) for f in render_mod.TEMPLATES}
-    decode = template_copy / render_mod.TEMPLATES["decode_paged"]
+    original = {f: template_hash(f) for f in family_names()}
+    decode = template_copy / family_of("decode_paged").template
     decode.write_text(decode.read_text() + "{# a comment changes the hash, not the output #}\n")
     assert template_hash("decode_paged") != original["decode_paged"]
     assert template_hash("prefill_ragged") == original["prefill_ragged"]
     assert template_hash("decode_paged") in render(DECODE, DECODE_CFG)
     after_decode = template_hash("decode_paged")
-    # A shared partial feeds every family's hash.
+    # A partial feeds the hash of every family that includes it.
     dot = template_copy / "_dot.py.jinja"
     dot.write_text(dot.read_text() + "{# shared #}\n")
     assert template_hash("decode_paged") != after_decode
     assert template_hash("prefill_ragged") != original["prefill_ragged"]
-    before_new = template_hash("prefill_ragged")
+    # ... and of no other: a new partial only one family includes leaves the others' trials valid.
+    before = {f: template_hash(f) for f in family_names()}
     (template_copy / "_extra.py.jinja").write_text("{# new partial #}\n")
-    assert template_hash("prefill_ragged") != before_new
+    assert {f: template_hash(f) for f in family_names()} == before
+    ragged = template_copy / family_of("prefill_ragged").template
+    ragged.write_text('{% include "_extra.py.jinja" %}\n' + ragged.read_text())
+    assert render_mod.included_partials(family_of("prefill_ragged").template, template_copy) == [
+        "_dot.py.jinja", "_extra.py.jinja", "_header.py.jinja"]
+    assert template_hash("prefill_ragged") != before["prefill_ragged"]
+    assert template_hash("decode_paged") == before["decode_paged"]
+    (template_copy / "_extra.py.jinja").write_text("{# changed #}\n")
+    assert template_hash("decode_paged") == before["decode_paged"]
 
 
 def test_same_templates_elsewhere_same_hash(template_copy, monkeypatch):

@@ -19,12 +19,12 @@ import indexer_logits as K
 from cli import main
 from indexer_logits import _dispatch
 from tuner.bench import read_rows
-from tuner.buckets import default_sizes, make_buckets, parse_sizes
+from tuner.buckets import parse_sizes
+from tuner.families import family_of
 from tuner.inputs import make_prefill_paged_inputs
-from indexer_logits._identity import FAMILIES, Bucket, Problem
+from indexer_logits._identity import Bucket, Problem
 from tuner.reference import paged_mqa_logits_chunked_ref, relative_error
 from tuner.space import grid_points, is_feasible
-from tuner.tune import GPU_GATE_SHAPES
 
 from conftest import INTERPRET
 
@@ -150,8 +150,11 @@ def test_bad_options_name_the_option(command, args, option):
 
 
 def test_default_buckets_and_rows_past_the_width():
-    rows, widths = default_sizes("prefill_paged")
+    family = family_of("prefill_paged")
+    rows, widths = family.default_batches, family.default_contexts
     assert rows == (4096,) and widths == (22528, 131072) == parse_sizes("22K,128K", "context")
     # More query rows than the table is wide: chunked prefill splits them over requests.
-    assert make_buckets(PROBLEM, (4096,), (1024,)) == [Bucket(4096, 1024)]
-    assert set(GPU_GATE_SHAPES) == set(FAMILIES)
+    assert family.buckets((4096,), (1024,)) == [Bucket(4096, 1024)]
+    # ... which prefill over ragged K refuses (causal windows need as many keys as rows)
+    with pytest.raises(ValueError, match="context: prefill keys must be >= query rows"):
+        family_of("prefill_ragged").buckets((4096,), (1024,))

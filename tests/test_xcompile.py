@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from cli import main
 from indexer_logits._identity import Config, Problem
+from tuner.families import names as family_names
 from tuner.space import TARGETS, Target, default_config, estimate_shared_bytes
 from tuner.xcompile import compile_many, mma_flavour, parse_ptxas_log
 
@@ -73,7 +74,7 @@ def test_persistent_schedule_compiles(results, name):
 
 @pytest.mark.parametrize("name", ["tma_decode_sm90", "tma_decode_sm89", "tma_prefill_paged_sm90"])
 def test_tma_variants_compile(results, name):
-    """The descriptor argument's signature (tuner.xcompile.typical_args) compiles, pipelined on
+    """The descriptor argument's signature (tuner.signature.typical_args) compiles, pipelined on
     sm_90 (shared memory holds num_stages tiles of 64 x 128 fp8 = 8 KB each)."""
     r = results[name]
     assert r.status == "ok" and r.spills == 0, r.detail
@@ -141,8 +142,11 @@ def test_cli_check_sm120(tmp_path):
     assert re.search(r"sm_120 summary: \d+ ok / \d+ infeasible / \d+ error", res.output), res.output
     assert re.search(r"family default decode_paged__fp8_pg64_h64_d128_n1__\S+: ok \(\d+ registers", res.output)
     assert re.search(r"family default prefill_ragged__fp8_h64_d128__\S+: ok \(\d+ registers", res.output)
+    # --family all is every registered family (it used to skip prefill_paged)
+    assert re.search(r"family default prefill_paged__fp8_pg64_h64_d128__\S+: ok \(\d+ registers", res.output)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 6 and all(r["target"] == "sm_120" for r in rows)
+    assert len(rows) == 3 * len(family_names()) and all(r["target"] == "sm_120" for r in rows)
+    assert {r["problem"]["family"] for r in rows} == set(family_names())
     # Exit status: 0 when the defaults build and nothing errored; a compile error (e.g. a
     # template bug in a sampled variant) is reported with a reproducer and fails the command.
     errors = [r for r in rows if r["status"] == "error"]

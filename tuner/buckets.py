@@ -12,7 +12,7 @@ import math
 import re
 from typing import Iterable, Sequence
 
-from indexer_logits._identity import DECODE_PAGED, PREFILL_PAGED, PREFILL_RAGGED, Bucket, Problem
+from indexer_logits._identity import Bucket
 
 # SGLang's default decode CUDA-graph capture batch sizes: 1, 2, 4, 8, 12, 16, then every 8 to 256.
 SGLANG_DECODE_BATCHES = (1, 2, 4, 8, 12, 16) + tuple(range(24, 257, 8))
@@ -26,7 +26,6 @@ SHORTHANDS = {"pow2": POW2_BATCHES, "sglang": SGLANG_DECODE_BATCHES}
 # How the lengths of a timed decode bucket are filled: the full width (the graph's worst case)
 # and about a quarter of it (the partly filled tables engines mostly replay with).
 DECODE_LENS_MODES = ("full", "quarter")
-PREFILL_LENS_MODES = ("full",)
 
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
 
@@ -77,61 +76,6 @@ def parse_bucket_specs(text: str, what: str = "--buckets", lens_modes: Sequence[
         except ValueError as exc:
             raise ValueError(f"{what}: {item!r}: {exc}") from None
     return out
-
-
-def default_sizes(family: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(batches, contexts) a family is tuned for when the user names none."""
-    if family == DECODE_PAGED.name:
-        return SGLANG_DECODE_BATCHES, DEFAULT_DECODE_CONTEXTS
-    if family == PREFILL_PAGED.name:
-        return DEFAULT_PREFILL_ROWS, DEFAULT_CHUNKED_WIDTHS
-    return DEFAULT_PREFILL_ROWS, DEFAULT_PREFILL_KEYS
-
-
-def make_problems(family: str, dtype: str, next_ns: Sequence[int], page_size: int, scale_layout: str | None,
-                  heads: int, head_dim: int, lens_mode: str) -> list[Problem]:
-    """One Problem per next_n (decode) or the single prefill problem. Raises ValueError whose
-    message starts with the offending Problem field (the CLI maps it to its option)."""
-    layout = scale_layout or ("none" if dtype == "bf16" else "page_blocked")
-    if family == PREFILL_PAGED.name:
-        # The decode cache (page size, scale layout as for decode); each query row has its own limit.
-        if any(n != 1 for n in next_ns):
-            raise ValueError(f"next_n: prefill_paged takes next_n=1 (each query row has its own limit), "
-                             f"got {list(next_ns)}")
-        if lens_mode != "1d":
-            raise ValueError(f"lens_mode: prefill_paged takes lens_mode='1d' (each query row has its own limit), "
-                             f"got {lens_mode!r}")
-        return [Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size, scale_layout=layout,
-                        heads=heads, head_dim=head_dim, next_n=1, lens_mode="1d")]
-    if family == PREFILL_RAGGED.name:
-        if layout == "token_interleaved":
-            raise ValueError("scale_layout: prefill_ragged keeps scales in a separate tensor; "
-                             "use page_blocked (fp8) or none (bf16)")
-        if any(n != 1 for n in next_ns):
-            raise ValueError(f"next_n: prefill_ragged takes next_n=1, got {list(next_ns)}")
-        if lens_mode != "1d":
-            raise ValueError(f"lens_mode: prefill_ragged takes lens_mode='1d' (each row has its own window), "
-                             f"got {lens_mode!r}")
-        return [Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=0, scale_layout=layout,
-                        heads=heads, head_dim=head_dim, next_n=1, lens_mode="1d")]
-    return [Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size, scale_layout=layout,
-                    heads=heads, head_dim=head_dim, next_n=n, lens_mode=lens_mode)
-            for n in sorted(set(next_ns))]
-
-
-def make_buckets(problem: Problem, batches: Sequence[int], contexts: Sequence[int]) -> list[Bucket]:
-    """Every (batch, context) pair, in tuning order: by context, then batch (so each bucket's
-    nearest finished neighbour is usually one batch size away). Chunked prefill takes any rows
-    and width (more rows than the width are split over requests)."""
-    if problem.family == PREFILL_RAGGED.name:
-        too_few = [(r, k) for r in batches for k in contexts if k < r]
-        if too_few:
-            raise ValueError(f"context: prefill keys must be >= query rows (causal windows), got rows/keys {too_few[:4]}")
-    return [Bucket(b, c) for c in sorted(set(contexts)) for b in sorted(set(batches))]
-
-
-def lens_modes(problem: Problem) -> tuple[str, ...]:
-    return DECODE_LENS_MODES if problem.is_decode else PREFILL_LENS_MODES
 
 
 def bucket_distance(a: Bucket, b: Bucket) -> float:

@@ -200,15 +200,3 @@ class _Captured:
 def _sync(inputs) -> None:
     if inputs.q.is_cuda:
         torch.cuda.synchronize()
-
-
-def run_all_gates(module, problem: Problem, inputs, clean_logits: bool = True, seed: int = 0) -> float:
-    """Every gate that applies to the family; returns the reference gate's relative error."""
-    err = reference_gate(module, inputs, clean_logits)
-    if isinstance(inputs, DecodeInputs):
-        poison_gate(module, inputs, clean_logits)
-        graph_gate(module, problem, inputs, clean_logits, seed)
-    elif isinstance(inputs, PrefillPagedInputs):
-        poison_gate(module, inputs, clean_logits)
-        chunked_graph_gate(module, inputs, clean_logits, seed)
-    return err

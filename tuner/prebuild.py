@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Sequence
 
 from indexer_logits._identity import Config, Problem
-from .worker import pool_init
 
-_KERNELS = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel",
-            "prefill_paged": "_prefill_paged_kernel"}
+from .families import family_of
+from .gates import launch, new_output
+from .render import emit, load_module
+from .worker import pool_init
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,6 @@ class Prebuilder:
 def build_one(problem_json: str, config_json: str, src_dir: str, interpret: bool,
               shapes: Sequence[tuple[int, int, bool]]) -> tuple[str, str, float]:
     """(status, detail, seconds) for one candidate; runs in a pool process."""
-    from .render import emit, load_module
-
     start = time.perf_counter()
     problem, config = Problem.from_json(problem_json), Config.from_json(config_json)
     try:
@@ -127,9 +126,7 @@ def build_one(problem_json: str, config_json: str, src_dir: str, interpret: bool
 def warm(module, problem: Problem, batch: int, context: int, clean_logits: bool) -> None:
     """Run the module's launcher on meta tensors of the real shapes, with the jit kernel swapped
     for its `warmup` (compile, do not launch), so the specialisation matches the real launch."""
-    from .gates import launch, new_output
-
-    name = _KERNELS[problem.family]
+    name = problem.kind.kernel
     kernel = getattr(module, name)
     setattr(module, name, _Warmup(kernel))
     try:
@@ -159,34 +156,4 @@ class _Warmup:
 
 def mock_inputs(problem: Problem, batch: int, context: int):
     """Meta tensors with the shapes and strides `tuner.measure.timing_inputs` produces."""
-    import torch
-
-    from .inputs import DecodeInputs, PrefillInputs, PrefillPagedInputs, make_decode_inputs, make_prefill_paged_inputs
-
-    meta = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")  # noqa: E731
-    qdtype = torch.float8_e4m3fn if problem.q_dtype == "fp8" else torch.bfloat16
-    h, d = problem.heads, problem.head_dim
-    if problem.family == "prefill_paged":
-        # As tuner.measure.chunked_timing_inputs: the rows over ceil(rows / width) requests, a pool
-        # of exactly their pages; the page stride from a tiny real cache built the same way (the
-        # launcher reads the stride only when the pool holds more than one page).
-        small = make_prefill_paged_inputs(problem, 1, 2 * problem.page_size, num_requests=1, pool_factor=1.0)
-        cache = small.kv_cache
-        requests, max_pages = -(-batch // context), -(-context // problem.page_size)
-        kv_cache = torch.empty_strided((min(2, requests * max_pages),) + tuple(cache.shape[1:]), cache.stride(),
-                                       dtype=cache.dtype, device="meta")
-        return PrefillPagedInputs(meta((batch, h, d), qdtype), kv_cache, meta((batch, h), torch.float32),
-                                  meta((batch,), torch.int32), meta((batch,), torch.int32),
-                                  meta((requests, max_pages), torch.int32), context, problem.scale_layout)
-    if not problem.is_decode:
-        kv = (meta((context, d), qdtype),) + ((meta((context,), torch.float32),) if problem.cache_dtype == "fp8" else ())
-        return PrefillInputs(meta((batch, h, d), qdtype), kv, meta((batch, h), torch.float32),
-                             meta((batch,), torch.int32), meta((batch,), torch.int32))
-    # The page stride comes from a tiny real cache built the way the timing inputs are.
-    small = make_decode_inputs(problem, 1, 2 * problem.page_size, "full", pool_factor=2.0)
-    cache = small.kv_cache
-    kv_cache = torch.empty_strided((2,) + tuple(cache.shape[1:]), cache.stride(), dtype=cache.dtype, device="meta")
-    n, max_pages = problem.next_n, -(-context // problem.page_size)
-    lens = meta((batch,) if problem.lens_mode == "1d" else (batch, n), torch.int32)
-    return DecodeInputs(meta((batch, n, h, d), qdtype), kv_cache, meta((batch * n, h), torch.float32), lens,
-                        meta((batch, max_pages), torch.int32), context, problem.scale_layout)
+    return family_of(problem).mock_inputs(problem, batch, context)

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import jinja2
+import jinja2.meta
+
+from indexer_logits._identity import Config, Problem, variant_name
 
 from . import __version__
-from indexer_logits._identity import Config, Problem, variant_name
+from .families import family_of
 from .space import check
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
-TEMPLATES = {"decode_paged": "decode_paged.py.jinja", "prefill_ragged": "prefill_ragged.py.jinja",
-             "prefill_paged": "prefill_paged.py.jinja"}
 
 
 def _env(template_dir: Path | None = None) -> jinja2.Environment:
@@ -33,16 +35,31 @@ def _env(template_dir: Path | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["pyrepr"] = lambda json_text: repr(__import__("json").loads(json_text))
+    env.filters["pyrepr"] = lambda json_text: repr(json.loads(json_text))
     return env
 
 
+def included_partials(name: str, template_dir: Path | None = None) -> list[str]:
+    """The partials a template includes or imports, directly or through other partials, sorted."""
+    env, seen, todo = _env(template_dir), set(), [name]
+    while todo:
+        source = env.loader.get_source(env, todo.pop())[0]
+        for ref in jinja2.meta.find_referenced_templates(env.parse(source)):
+            if ref is None:
+                raise ValueError(f"{name}: a template name computed at render time cannot be hashed")
+            if ref not in seen:
+                seen.add(ref)
+                todo.append(ref)
+    return sorted(seen)
+
+
 def template_hash(family: str, template_dir: Path | None = None) -> str:
-    """sha256 over the family template and the shared partials it includes (files starting '_')."""
+    """sha256 over the family's template and the partials it includes, and nothing else: a
+    partial another family alone includes does not change this family's trials."""
     template_dir = Path(template_dir or TEMPLATE_DIR)
+    main = family_of(family).template
     h = hashlib.sha256()
-    names = [TEMPLATES[family]] + sorted(p.name for p in template_dir.glob("_*.jinja"))
-    for name in names:
+    for name in [main] + included_partials(main, template_dir):
         h.update(name.encode() + b"\0" + (template_dir / name).read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -51,7 +68,7 @@ def render(problem: Problem, config: Config, template_dir: Path | None = None) -
     """The module text of one variant. template_dir: another set of templates (e.g. a candidate
     template change under experiments/, to time it on the shipped configs before a re-tune)."""
     check(problem, config)
-    name = TEMPLATES[problem.family]
+    name = family_of(problem).template
     return _env(template_dir).get_template(name).render(
         problem=problem,
         config=config,

@@ -9,7 +9,9 @@ import random
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from indexer_logits._identity import DECODE_PAGED, PREFILL_PAGED, PREFILL_RAGGED, Config, Problem
+from indexer_logits._identity import Config, Problem
+
+from .families import family_of
 
 
 class InfeasibleConfig(ValueError):
@@ -53,39 +55,6 @@ def target_for(name_or_cc) -> Target:
     return TARGETS[key]
 
 
-_PREFILL_AXES = {
-    "block_t": (32, 64, 128, 256),
-    "tiles_per_program": (1, 2, 4, 8, 16, 32, 64),
-    "num_warps": (4, 8),
-    "num_stages": (1, 2, 3, 4),
-    "block_m": (1, 2, 4),
-    "dot_dtype": ("native", "fp16", "bf16", "fp32"),
-    "orient": ("q_rows", "k_rows"),
-    "programs_per_sm": (0,),
-    "store": ("tile",),
-}
-# Values each knob may take. Anything outside is refused before rendering.
-AXES = {
-    DECODE_PAGED.name: {
-        "block_t": (16, 32, 64, 128, 256),
-        # Powers of two and 3x them: a decode kernel's time is ~fixed + tiles, and a grid that
-        # just fills the resident slots of every SM in one wave (e.g. 6 programs of 33 KB per SM
-        # at bt64 / 3 stages: 8192 tiles / 12 per program = 704 <= 792 slots) needs the 3x steps.
-        "tiles_per_program": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
-        "num_warps": (2, 4, 8),
-        "num_stages": (1, 2, 3, 4),
-        "block_m": (1,),
-        "dot_dtype": ("native", "fp16", "bf16", "fp32"),
-        "orient": ("q_rows", "k_rows"),
-        "programs_per_sm": (0, 1, 2, 3, 4, 6, 8),
-        # When the logits are written: after each tile, or once after the program's run (fewer
-        # writes between the cache reads, more registers: a per-bucket choice, docs/PERF.md).
-        "store": ("tile", "run"),
-    },
-    PREFILL_RAGGED.name: _PREFILL_AXES,
-    # Chunked prefill reads the paged cache like decode and offers its 16-token tiles too.
-    PREFILL_PAGED.name: {**_PREFILL_AXES, "block_t": (16, 32, 64, 128, 256)},
-}
 # The dtypes the tuner searches on a GPU; the others exist for the CPU interpreter.
 TUNED_DOT_DTYPES = ("native",)
 MAX_ACC_REGS_PER_THREAD = 128  # fp32 dot accumulator registers; more spills on every target
@@ -102,32 +71,14 @@ def store_run_applies(page_size: int, orient: str, programs_per_sm: int, block_t
 
 
 def default_config(problem: Problem, dot_dtype: str = "native") -> Config:
-    """The family default: what runs where nothing was tuned. It fits every target's limits.
+    """The family default: what runs where nothing was tuned (tuner/families/<family>.py). It
+    fits every target's limits."""
+    return family_of(problem).default_config(problem, dot_dtype)
 
-    Decode: the best general config of the H200 sweeps (docs/PERF.md, v2): the key tile on the
-    dot's M side (`k_rows`), 128 tokens per tile for 64 query rows, fewer when next_n * heads
-    grows so the accumulator stays within 64 fp32 registers per thread at 4 warps.
-    """
-    if problem.is_decode:
-        rows = problem.next_n * problem.heads
-        block_t = max(16, min(128, 8192 // max(rows, 1)))
-        if problem.page_size > block_t and problem.page_size % block_t:
-            block_t = 16
-        return Config(block_t=block_t, tiles_per_program=4, num_warps=4, num_stages=2, block_m=1,
-                      dot_dtype=dot_dtype, orient="k_rows")
-    # Prefill: the best of the H200 prefill sweep (docs/PERF.md): 256 query-head rows per dot
-    # (block_m=4 at H=64), 64-key tiles, 32 tiles per program, 3 stages.
-    block_m = max(1, min(4, 256 // problem.heads))
-    if problem.is_paged:
-        # Chunked prefill over the paged cache: prefill's shape, the tile kept within or a
-        # multiple of the page (64 divides or is a multiple of every served page size).
-        block_t = 64
-        if problem.page_size > block_t and problem.page_size % block_t:
-            block_t = 16
-        return Config(block_t=block_t, tiles_per_program=32, num_warps=4, num_stages=3, block_m=block_m,
-                      dot_dtype=dot_dtype, orient="k_rows")
-    return Config(block_t=64, tiles_per_program=32, num_warps=4, num_stages=3, block_m=block_m, dot_dtype=dot_dtype,
-                  orient="k_rows")
+
+def axes_of(problem: Problem) -> dict[str, tuple]:
+    """The values each knob may take for the problem's family."""
+    return family_of(problem).axes
 
 
 def _dot_bytes(problem: Problem, config: Config) -> int:
@@ -139,7 +90,7 @@ def _dot_bytes(problem: Problem, config: Config) -> int:
 def estimate_shared_bytes(problem: Problem, config: Config) -> int:
     """Shared memory a Triton pipeline of this config needs, roughly: the dot's two operands
     (the query tile once, the key tile once per pipeline stage) plus the reduction scratch."""
-    rows = problem.next_n * problem.heads if problem.is_decode else config.block_m * problem.heads
+    rows = family_of(problem).dot_rows(problem, config)
     elem = _dot_bytes(problem, config)
     stages = max(config.num_stages - 1, 1)
     return rows * problem.head_dim * elem + stages * config.block_t * problem.head_dim * elem
@@ -147,12 +98,12 @@ def estimate_shared_bytes(problem: Problem, config: Config) -> int:
 
 def check(problem: Problem, config: Config, target: Target | None = None) -> None:
     """Raise InfeasibleConfig if the point is outside the space or cannot fit the target."""
-    axes = AXES[problem.family]
+    axes = axes_of(problem)
     for name, allowed in axes.items():
         value = getattr(config, name)
         if value not in allowed:
             raise InfeasibleConfig("outside_space", f"{name}={value!r} not in {list(allowed)} for {problem.family}")
-    rows = problem.next_n * problem.heads if problem.is_decode else config.block_m * problem.heads
+    rows = family_of(problem).dot_rows(problem, config)
     if rows < 16:
         raise InfeasibleConfig("dot_too_small", f"{rows} query rows per dot; tl.dot needs >= 16")
     if rows & (rows - 1):
@@ -187,7 +138,7 @@ def is_feasible(problem: Problem, config: Config, target: Target | None = None) 
 
 def grid_points(problem: Problem, dot_dtypes: Sequence[str] = TUNED_DOT_DTYPES) -> Iterator[Config]:
     """Every point of the family's space (feasible or not), in a fixed order."""
-    axes = dict(AXES[problem.family])
+    axes = dict(axes_of(problem))
     axes["dot_dtype"] = tuple(dot_dtypes)
     names = sorted(axes)
     for values in itertools.product(*(axes[n] for n in names)):

@@ -14,14 +14,16 @@ indexer_logits._dispatch.validate_table.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
 from indexer_logits import _dispatch
+from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Config, Problem, variant_name
+
 from . import __version__
-from indexer_logits._identity import Config, Problem, variant_name
+from .families import family_of
+from .families import names as family_names
 from .render import emit as render_emit
 from .render import template_hash, write_if_different
 from .space import TARGETS, InfeasibleConfig, check, default_config
@@ -30,30 +32,28 @@ from .store import Store
 FORMAT = _dispatch.FORMAT
 TABLE_FILE = _dispatch.TABLE_FILE
 DEFAULT_SLUG = _dispatch.DEFAULT_SLUG
-FAMILIES = ("decode_paged", "prefill_ragged", "prefill_paged")
-_MODULE_FILE = re.compile(r"^(decode_paged|prefill_ragged|prefill_paged)__.+\.py$")
+
+
+
+def _is_module_file(name: str) -> bool:
+    """A generated module's file name: `<family>__...py` of a registered family."""
+    return name.endswith(".py") and "__" in name and name.split("__", 1)[0] in family_names()
 
 # The problems served by family defaults: DeepSeek-V3.2/V4's H=64, D=128, page 64.
 DEFAULT_HEADS, DEFAULT_HEAD_DIM, DEFAULT_PAGE = 64, 128, 64
 
 
 def default_problems() -> list[Problem]:
-    out = []
-    for dtype in ("fp8", "bf16"):
-        layout = "page_blocked" if dtype == "fp8" else "none"
-        for next_n in range(1, 5):
-            for lens_mode in ("1d", "2d"):
-                out.append(Problem("decode_paged", dtype, dtype, DEFAULT_PAGE, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM,
-                                   next_n, lens_mode))
-        out.append(Problem("prefill_ragged", dtype, dtype, 0, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM, 1, "1d"))
-        out.append(Problem("prefill_paged", dtype, dtype, DEFAULT_PAGE, layout, DEFAULT_HEADS, DEFAULT_HEAD_DIM, 1,
-                           "1d"))
-    return out
+    """Every registered family's problems at these shapes, per dtype (each family's own next_n
+    and lens modes: tuner.families.base.Family.default_problems)."""
+    return [p for dtype in ("fp8", "bf16") for name in family_names()
+            for p in family_of(name).default_problems(dtype, DEFAULT_PAGE, DEFAULT_HEADS, DEFAULT_HEAD_DIM)]
 
 
 def interpreter_dot_dtype(problem: Problem) -> str:
-    """The tl.dot dtype the CPU interpreter computes exactly: fp16 for fp8 inputs, fp32 for bf16."""
-    return "fp16" if problem.cache_dtype == "fp8" else "fp32"
+    """The tl.dot dtype the CPU interpreter computes exactly and cheapest: fp16 for fp8 inputs,
+    fp32 for bf16 (the first of indexer_logits._identity.INTERPRETER_DOT_DTYPES)."""
+    return INTERPRETER_DOT_DTYPES[problem.cache_dtype][0]
 
 
 @dataclass
@@ -99,7 +99,7 @@ def _one_or_all(values: Iterable) -> object:
 
 def _write_dir(directory: Path, table: dict, module_files: set[str], result: EmitResult) -> None:
     for path in sorted(directory.glob("*.py")):
-        if _MODULE_FILE.match(path.name) and path.name not in module_files:
+        if _is_module_file(path.name) and path.name not in module_files:
             path.unlink()
             result.removed.append(path.name)
     if write_if_different(directory / TABLE_FILE, table_text(table)):
@@ -148,7 +148,7 @@ def _fresh_winners(store: Store, slug: str, hashes: dict[str, str], notes: list[
 
 
 def build_gpu_table(store: Store, slug: str, directory: Path, result: EmitResult) -> tuple[dict, set[str]]:
-    hashes = {f: template_hash(f) for f in FAMILIES}
+    hashes = {f: template_hash(f) for f in family_names()}
     winners = _fresh_winners(store, slug, hashes, result.notes)
     modules: dict[str, dict] = {}
     entries = []
@@ -228,7 +228,7 @@ def emit_defaults(out_root: Path) -> EmitResult:
         "kind": "defaults",
         "gpu_slug": DEFAULT_SLUG,
         "tool_version": __version__,
-        "template_hashes": {f: template_hash(f) for f in FAMILIES},
+        "template_hashes": {f: template_hash(f) for f in family_names()},
         "tuned_at": None,
         "note": ("Family defaults (tuner.space.default_config), not tuned: what runs on a GPU with no tuned "
                  "table. The 'defaults' (native tl.dot) fit every target's static limits, sm_120's 101,376 B of "

@@ -9,22 +9,21 @@ A handler failure is classified into a trial status by `classify`.
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from .gates import GateFailure, chunked_graph_gate, graph_gate, poison_gate, reference_gate
-from .inputs import make_decode_inputs, make_lens, make_prefill_inputs, make_prefill_paged_inputs
-from .measure import time_candidate, timing_inputs
 from indexer_logits._identity import Bucket, Config, Problem
+
+from .families import family_of, run_all_gates
+from .gates import GateFailure, reference_gate
+from .measure import time_candidate, timing_inputs
 from .render import emit, load_module
 from .roofline import floor_ms
+from .timing import measure_copy_bandwidth, measure_matmul_rate
 
 # GateFailure reasons whose store status has another name.
 GATE_STATUS = {"grid_depends_on_values": "graph_unsafe"}
-_KERNELS = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel",
-            "prefill_paged": "_prefill_paged_kernel"}
 _CONTEXT_LOST = ("illegal memory access", "unspecified launch failure", "misaligned address",
                  "illegal instruction", "CUDA error", "device-side assert", "an illegal")
 
@@ -84,8 +83,6 @@ class Tasks:
 
     def calibrate(self, p: dict) -> dict:
         """Copy bandwidth (bytes/s) and matmul rate (flop/s) of this GPU, for the floors."""
-        from .timing import measure_copy_bandwidth, measure_matmul_rate
-
         self.stage = "calibrate"
         if self.device != "cuda":
             return {"copy_bw": None, "matmul_rate": None}
@@ -99,14 +96,7 @@ class Tasks:
         self.stage = "gate_inputs"
         problem = Problem.from_json(p["problem"])
         self._gate = None
-        if problem.is_decode:
-            x = make_decode_inputs(problem, p["batch"], p["context"], "random", seed=p["seed"], device=self.device)
-        elif problem.is_paged:  # chunked prefill: rows over 3 requests, more where a chunk would pass the width
-            rows, width = p["batch"], p["context"]
-            x = make_prefill_paged_inputs(problem, rows, width, num_requests=max(3, -(-rows // width) + 1),
-                                          seed=p["seed"], device=self.device)
-        else:
-            x = make_prefill_inputs(problem, p["batch"], p["context"], "random", seed=p["seed"], device=self.device)
+        x = family_of(problem).gate_inputs(problem, p["batch"], p["context"], p["seed"], self.device)
         self._gate = (problem.key, x)
         return {}
 
@@ -122,13 +112,16 @@ class Tasks:
         else:  # the interpreter: no cache to defeat, keep the pool small
             sets = timing_inputs(problem, bucket, "full", device="cpu", seed=p["seed"], sets=2, min_pool_bytes=0)
         modes = {"full": sets}
-        if problem.is_decode:
-            lens = make_lens(problem, bucket.batch, bucket.context, "quarter", p["seed"] + 5).to(sets[0].context_lens.device)
-            modes["partial"] = [replace(x, context_lens=lens) for x in sets]  # same pool: no second copy
+        partial = family_of(problem).partial_timing_inputs(problem, bucket, sets, p["seed"])
+        if partial is not None:
+            modes["partial"] = partial
         self._bucket = (problem.key, bucket.key, modes)
         return {}
 
     # -- candidates -------------------------------------------------------------------------
+
+    def _set_stage(self, stage: str) -> None:
+        self.stage = stage
 
     def _module(self, p: dict):
         problem, config = Problem.from_json(p["problem"]), Config.from_json(p["config"])
@@ -142,16 +135,7 @@ class Tasks:
         if self._gate is None or self._gate[0] != problem.key:
             raise TaskFailure("error", "gate inputs were not prepared for this problem")
         inputs = self._gate[1]
-        self.stage = "reference"
-        err = reference_gate(module, inputs, clean_logits=True)
-        if problem.is_paged:
-            self.stage = "poison"
-            poison_gate(module, inputs, clean_logits=True)
-            self.stage = "graph"
-            if problem.is_decode:
-                graph_gate(module, problem, inputs, clean_logits=True, seed=p["seed"])
-            else:
-                chunked_graph_gate(module, inputs, clean_logits=True, seed=p["seed"])
+        err = run_all_gates(module, problem, inputs, True, p["seed"], on_stage=self._set_stage)
         self.stage = "reference_unclean"  # the path that is timed (engines pass clean_logits=False)
         reference_gate(module, inputs, clean_logits=False)
         self.stage = ""
@@ -183,7 +167,7 @@ def _resources(module, problem: Problem) -> dict:
     """Registers, spills and shared memory of the compiled kernel (None under the interpreter)."""
     found = {"registers": None, "spills": None, "shared_bytes": None}
     try:
-        fn = getattr(module, _KERNELS[problem.family])
+        fn = getattr(module, problem.kind.kernel)
         for caches in getattr(fn, "device_caches", {}).values():
             for kernel in caches[0].values():
                 kernel = kernel.result() if hasattr(kernel, "result") else kernel

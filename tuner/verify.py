@@ -1,6 +1,6 @@
 """`verify`: re-check every shipped dispatch entry and family default against the reference.
 
-Each module's sha256 is checked against its table, then the module runs tuner.gates.run_all_gates
+Each module's sha256 is checked against its table, then the module runs tuner.families.run_all_gates
 (reference values, the -inf mask, CUDA-graph replay with other lengths, a poisoned block table)
 on fresh random inputs of its bucket's shape (capped); a decode module on an sm_90+ GPU also runs
 tuner.pdl_gate (its programmatic dependent launch, after a kernel that writes q, must equal its
@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from indexer_logits import _dispatch
-from .gates import GateFailure, run_all_gates
-from .inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from indexer_logits._identity import Config, Problem, variant_name
+
+from .families import family_of, run_all_gates
+from .gates import GateFailure
+from .pdl_gate import pdl_gate, pdl_supported
 from .render import emit as render_emit
 from .render import load_module
 from .tables import interpreter_dot_dtype
@@ -29,8 +31,6 @@ from .tables import interpreter_dot_dtype
 # Shapes: a tuned entry runs at its bucket, capped; a default (no bucket) at a typical small shape.
 GPU_CAPS = {"batch": 64, "context": 32768}
 CPU_CAPS = {"batch": 2, "context": 256}
-DEFAULT_SHAPE_GPU = {"decode_paged": (8, 4096), "prefill_ragged": (256, 4096), "prefill_paged": (256, 4096)}
-DEFAULT_SHAPE_CPU = {"decode_paged": (2, 256), "prefill_ragged": (8, 256), "prefill_paged": (8, 256)}
 
 
 @dataclass
@@ -47,23 +47,14 @@ class VerifyRow:
 
 
 def _shape(problem: Problem, bucket: Optional[tuple[int, int]], on_gpu: bool) -> tuple[int, int]:
+    family = family_of(problem)
     if bucket is None:
-        return (DEFAULT_SHAPE_GPU if on_gpu else DEFAULT_SHAPE_CPU)[problem.family]
-    caps = GPU_CAPS if on_gpu else CPU_CAPS
-    batch, context = min(bucket[0], caps["batch"]), min(bucket[1], caps["context"])
-    if not problem.is_decode and not on_gpu:
-        batch = min(bucket[0], 8)
-    return batch, max(context, batch if not problem.is_decode else 1)
+        return family.verify_shape_gpu if on_gpu else family.verify_shape_cpu
+    return family.verify_shape(bucket, GPU_CAPS if on_gpu else CPU_CAPS, on_gpu)
 
 
 def _inputs(problem: Problem, shape: tuple[int, int], seed: int, device: str):
-    if problem.family == "prefill_paged":  # rows over 2 requests, chunks at p0 > 0
-        return make_prefill_paged_inputs(problem, shape[0], shape[1], num_requests=min(2, shape[0]), seed=seed,
-                                         device=device)
-    if problem.is_decode:
-        return make_decode_inputs(problem, shape[0], shape[1], "random", seed=seed, device=device)
-    return make_prefill_inputs(problem, shape[0], shape[1], "causal", seed=seed, device=device,
-                               num_seqs=min(2, shape[0]))
+    return family_of(problem).verify_inputs(problem, shape, seed, device)
 
 
 class _Checker:
@@ -107,8 +98,6 @@ class _Checker:
                                     clean_logits=True, seed=self.seed)
                 detail = f"rel err {err:.2e}"
                 if as_shipped and self.on_gpu and problem.is_decode:
-                    from .pdl_gate import pdl_gate, pdl_supported
-
                     if pdl_supported(module, self.device):
                         pdl_gate(module, _inputs(problem, shape, self.seed + 1, self.device), seed=self.seed)
                         detail += ", PDL launch ok"

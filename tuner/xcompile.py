@@ -30,23 +30,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from indexer_logits._identity import Config, Problem, variant_name
-from .space import InfeasibleConfig, Target, check
+
+from . import __version__
+from .render import emit, load_module, template_hash
+from .signature import build_signature
+from .space import TARGETS, InfeasibleConfig, Target, check
 
 STATUSES = ("ok", "infeasible", "error")
 # Spill bytes (stores + loads) above which a point counts as infeasible: a kernel that spills
 # more than this in its inner loop is not worth timing.
 MAX_SPILL_BYTES = 256
-# Representative launch shapes, used only to decide which integer arguments Triton's launcher
-# would specialise (value 1 -> constexpr, multiple of 16 -> divisibility 16), as it does for
-# contiguous tensors at these sizes.
-TYPICAL_BATCH = 32  # decode requests in one captured graph
-TYPICAL_CONTEXT = 65_536  # decode page-table width in tokens, and the output row stride
-TYPICAL_ROWS = 4_096  # prefill query rows
-TYPICAL_KEYS = 8_192  # prefill key tokens
-
-_TRITON_DTYPE = {"fp8": "fp8e4nv", "bf16": "bf16"}
-_KERNEL = {"decode_paged": "_decode_paged_kernel", "prefill_ragged": "_prefill_ragged_kernel",
-           "prefill_paged": "_prefill_paged_kernel"}
 # Compile-time failures that mean "does not fit this target", not "the tool is broken".
 _OUT_OF_RESOURCES = re.compile(
     r"out of resource|too much shared|uses too much|exceeds .*(shared|register|limit)|insufficient|"
@@ -95,122 +88,6 @@ class CompileResult:
         data["problem"] = self.problem.to_dict() if self.problem else None
         data["config"] = self.config.to_dict() if self.config else None
         return data
-
-
-# --------------------------------------------------------------------------------------------
-# The kernel's signature, as Triton's launcher would specialise it for typical shapes.
-
-def typical_args(problem: Problem, config: Config | None = None) -> dict[str, Any]:
-    """Launch arguments by kernel parameter name: a pointer is its Triton element type (a str
-    starting with '*'), a host tensor descriptor its type ('tensordesc<...>', needs `config` for
-    the block shape), an integer its value for a contiguous tensor at a typical size."""
-    dt = _TRITON_DTYPE[problem.cache_dtype]
-    h, d = problem.heads, problem.head_dim
-    # The paged templates' cache descriptor: one box of min(block_t, page) tokens of one page.
-    box = min(config.block_t, problem.page_size) if config is not None else problem.page_size
-    kv_desc = f"tensordesc<{dt}[1, {box}, {d}]>"
-    if problem.family == "prefill_paged":  # chunked prefill: TYPICAL_ROWS rows over a TYPICAL_CONTEXT table
-        if problem.cache_dtype == "fp8":
-            page_stride = problem.page_size * (d + 4)
-            scale_ptr, scale_page_stride = "*fp32", page_stride // 4
-        else:
-            page_stride = problem.page_size * d
-            scale_ptr, scale_page_stride = f"*{dt}", 0
-        return {
-            "q_ptr": f"*{dt}", "kv_ptr": f"*{dt}", "kv_desc": kv_desc, "scale_ptr": scale_ptr, "w_ptr": "*fp32",
-            "req_ptr": "*i32", "limit_ptr": "*i32", "bt_ptr": "*i32", "out_ptr": "*fp32",
-            "q_stride": h * d, "page_stride": page_stride, "scale_page_stride": scale_page_stride, "w_stride": h,
-            "bt_stride": TYPICAL_CONTEXT // problem.page_size, "out_stride": TYPICAL_CONTEXT,
-            "num_rows": TYPICAL_ROWS, "max_context_len": TYPICAL_CONTEXT,
-        }
-    if problem.is_decode:
-        if problem.cache_dtype == "fp8":
-            page_stride = problem.page_size * (d + 4)  # bytes of the uint8 buffer, viewed as fp8
-            scale_ptr, scale_page_stride = "*fp32", page_stride // 4
-        else:
-            page_stride = problem.page_size * d
-            scale_ptr, scale_page_stride = f"*{dt}", 0  # the launcher passes the cache: unused
-        return {
-            "q_ptr": f"*{dt}", "kv_ptr": f"*{dt}", "kv_desc": kv_desc, "scale_ptr": scale_ptr, "w_ptr": "*fp32",
-            "lens_ptr": "*i32", "bt_ptr": "*i32", "out_ptr": "*fp32",
-            "q_stride_b": problem.next_n * h * d, "q_stride_n": h * d,
-            "page_stride": page_stride, "scale_page_stride": scale_page_stride, "w_stride": h,
-            "lens_stride": problem.next_n if problem.lens_mode == "2d" else 0,
-            "bt_stride": TYPICAL_CONTEXT // problem.page_size, "out_stride": TYPICAL_CONTEXT,
-            "max_context_len": TYPICAL_CONTEXT, "batch": TYPICAL_BATCH,
-            "bt_cols": TYPICAL_CONTEXT // problem.page_size,  # the block table's width (bt_stride if contiguous)
-            "guess_per": 16,  # the split grid's tiles per program for a request that fills the table
-        }
-    return {
-        "q_ptr": f"*{dt}", "k_ptr": f"*{dt}", "k_scale_ptr": "*fp32" if problem.cache_dtype == "fp8" else f"*{dt}",
-        "w_ptr": "*fp32", "ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": "*fp32",
-        "q_stride": h * d, "k_stride": d, "w_stride": h, "out_stride": TYPICAL_KEYS,
-        "num_rows": TYPICAL_ROWS, "num_keys": TYPICAL_KEYS,
-    }
-
-
-def typical_constexprs(problem: Problem) -> dict[str, Any]:
-    """Launch-time constexpr arguments by name (CLEAN=True: the -inf tail is compiled in;
-    USE_TMA=True: the cache tiles by bulk tensor copies, as for any 16-byte-aligned cache;
-    PDL=False: decode as the tuner times it, without the programmatic-dependent-launch wait)."""
-    return {"CLEAN": True, "BATCH_POW2": 1 << (TYPICAL_BATCH - 1).bit_length(), "USE_TMA": True, "PDL": False}
-
-
-def _specialize_int(value: int) -> tuple[str, str | None]:
-    """(type, attribute) the launcher gives an int: ('constexpr', None) for 1, else i32/i64 with
-    'D' when divisible by 16. Uses Triton's own routine when it is there."""
-    try:
-        from triton._C.libtriton import native_specialize_impl
-        from triton.backends.nvidia.compiler import CUDABackend
-
-        kind, spec = native_specialize_impl(CUDABackend, value, False, True, True)
-        return kind, spec if isinstance(spec, str) else None
-    except ImportError:  # pragma: no cover - older/newer Triton without the native routine
-        if value == 1:
-            return "constexpr", None
-        kind = "i32" if -2**31 <= value < 2**31 else "i64"
-        return kind, "D" if value % 16 == 0 else ""
-
-
-def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = None, config: Config | None = None,
-                    extra_args: dict[str, Any] | None = None):
-    """(signature, constexprs, attrs) for ASTSource, read off the jit function's parameters in
-    their declared order; mirrors `JITFunction._pack_args` for the common launch. `constexprs`
-    overrides `typical_constexprs`; a constexpr parameter with a default may be left out.
-    `extra_args`: typical values of parameters a patched kernel adds (as `typical_args` gives them)."""
-    from triton.backends.nvidia.compiler import CUDABackend
-
-    args = {**typical_args(problem, config), **(extra_args or {})}
-    constexprs = {**typical_constexprs(problem), **(constexprs or {})}
-    signature: dict[str, str] = {}
-    consts: dict[str, Any] = {}
-    attrs: dict[tuple[int, ...], list] = {}
-    for i, param in enumerate(fn.params):
-        name = param.name
-        if param.is_constexpr:
-            if name not in constexprs and param.has_default:
-                constexprs[name] = param.default
-            if name not in constexprs:
-                raise KeyError(f"{fn.__name__}: constexpr parameter {name!r} has no value (known: "
-                               f"{sorted(constexprs)}); update tuner.xcompile.typical_constexprs")
-            signature[name] = "constexpr"
-            consts[name] = constexprs[name]
-            continue
-        if name not in args:
-            raise KeyError(f"{fn.__name__}: no typical value for parameter {name!r}; update tuner.xcompile.typical_args")
-        value = args[name]
-        if isinstance(value, str) and value.startswith("tensordesc"):  # no attributes
-            kind, spec = value, None
-        elif isinstance(value, str):  # a pointer: torch allocations are 16-byte aligned
-            kind, spec = value, "D"
-        else:
-            kind, spec = _specialize_int(value)
-        if kind == "constexpr":
-            consts[name] = value
-        elif spec:
-            attrs[(i,)] = CUDABackend.parse_attr(spec)
-        signature[name] = kind
-    return signature, consts, attrs
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,12 +175,10 @@ def compile_kernel(problem: Problem, config: Config, target: Target, template_di
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from .render import emit, load_module, template_hash
-
     # a candidate's modules go to their own folder: load_module caches by path
     out_dir = _scratch_dir() / ("alt_" + template_hash(problem.family, template_dir)[:12] if template_dir else "")
     module = load_module(emit(problem, config, out_dir, template_dir))
-    fn = getattr(module, _KERNEL[problem.family])
+    fn = getattr(module, problem.kind.kernel)
     signature, constexprs, attrs = build_signature(fn, problem, config=config)
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
@@ -435,8 +310,6 @@ def local_target() -> Target:
     """The target of this machine's GPU (queried now, never at import); ValueError without one."""
     import torch
 
-    from .space import TARGETS
-
     if not torch.cuda.is_available():
         raise ValueError("'local' needs a CUDA GPU and there is none here; name a target instead "
                          f"(one of {sorted(TARGETS)})")
@@ -453,9 +326,6 @@ def local_target() -> Target:
 
 def result_row(result: CompileResult) -> dict[str, Any]:
     """One JSON-lines row: the result plus what could change it (tool and template versions)."""
-    from . import __version__
-    from .render import template_hash
-
     row = result.to_dict()
     row["tool"] = __version__
     row["template_hash"] = template_hash(result.problem.family) if result.problem else ""

@@ -11,7 +11,7 @@ Usage, from the repo root on the GPU host:
     negative ids). Checks: relative error ||out - ref|| / ||ref|| < 1e-3 in the valid region against
     tuner.reference.paged_mqa_logits_ref; every valid position written; positions past the length
     left untouched (clean_logits=False); output bit-identical with the poisoned table; and the
-    project's own gates (tuner.gates.run_all_gates: NaN-poisoned output, poison, CUDA-graph capture
+    project's own gates (tuner.families.run_all_gates: NaN-poisoned output, poison, CUDA-graph capture
     replayed with other lengths and tables).
 (b) Timing of the settings that passed, by CUDA-graph replay over tuner.measure.timing_inputs
     (4 block tables over a >= 1 GiB pool, 8 launches a graph), against the shipped runtime
@@ -106,7 +106,7 @@ def _check_one(fn, x, what: str) -> str:
 def check_setting(name: str) -> bool:
     import triton  # noqa: F401
 
-    from tuner.gates import run_all_gates
+    from tuner.families import run_all_gates
     from tuner.inputs import make_decode_inputs
     from indexer_logits._identity import Problem
 
