@@ -13,13 +13,49 @@ from pathlib import Path
 
 import click
 
+from indexer_logits._identity import DTYPES, LensMode, ScaleLayout
+from tuner.families import family_of
+from tuner.families import names as family_names
+from tuner.space import TARGETS
+import tuner.bench
+import tuner.report
+import tuner.tables
+from indexer_logits._identity import Bucket
+from tuner import __version__, xcompile
+from tuner.bench import METHODS, read_rows
+from tuner.envinfo import current
+from tuner.launch import tune as tune_with_settings
+from tuner.pdl_gate import pdl_capable
+from tuner.ship import ShipError, ship as ship_package
+from tuner.space import default_config, grid_points, sample_points, target_for
+from tuner.store import Store, merge_stores, now_iso
+from tuner.tables import gpu_slugs, open_store_if_present
+from tuner.timing import measure_copy_bandwidth, measure_matmul_rate
+from tuner.tune import TuneError, TuneSettings, TuneUsageError
+from tuner.verify import format_rows, verify_tables
+
+
+
+class FamilyChoice(click.Choice):
+    """The registered kernel families (tuner.families), read when an option is parsed, so a
+    family registered after this module was imported is a valid choice too."""
+
+    def __init__(self, extra: tuple[str, ...] = ()):
+        self.extra = tuple(extra)
+        super().__init__(self.choices)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(family_names()) + self.extra
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns it
+        pass
+
+
 ROOT = Path(__file__).resolve().parent
 GENERATED = ROOT / "indexer_logits" / "tables"
 DB_DIR = ROOT / "db"
-
-
-def _not_built(command: str, issue: str) -> None:
-    raise click.ClickException(f"`{command}` is not built yet (see the issue '{issue}'); nothing was run.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,9 +69,6 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def info(as_json: bool) -> None:
     """Show the GPU (or "no GPU"), compute capability, versions, and which tables are shipped."""
-    from tuner import __version__
-    from tuner.envinfo import current
-
     env = current()
     tables = sorted(str(p.relative_to(ROOT)) for p in GENERATED.glob("*/dispatch.json"))
     data = {"tool": __version__, **env.to_dict(), "shipped_tables": tables}
@@ -53,20 +86,20 @@ def info(as_json: bool) -> None:
 
 @main.command()
 @click.option("--family", default="decode_paged", show_default=True,
-              type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged"]),
+              type=FamilyChoice(),
               help="decode_paged: decode over the paged cache; prefill_ragged: prefill over ragged K; prefill_paged: "
                    "chunked prefill (many query rows) over the paged cache.")
-@click.option("--dtype", default="fp8", show_default=True, type=click.Choice(["fp8", "bf16"]), help="q and cache dtype.")
+@click.option("--dtype", default="fp8", show_default=True, type=click.Choice(DTYPES), help="q and cache dtype.")
 @click.option("--next-n", "next_n", multiple=True, metavar="N[,N...]",
               help="Decode draft tokens per request (repeatable or a comma list; the prefill families take 1). "
                    "[default: 1]")
 @click.option("--page-size", default=64, show_default=True, type=int,
               help="Paged cache page size (1, 32, 64, 128): decode_paged and prefill_paged.")
-@click.option("--scale-layout", default=None, type=click.Choice(["page_blocked", "token_interleaved", "none"]),
+@click.option("--scale-layout", default=None, type=click.Choice([s.value for s in ScaleLayout]),
               help="Where the fp8 scales sit. [default: page_blocked for fp8, none for bf16]")
 @click.option("--heads", default=64, show_default=True, type=int)
 @click.option("--head-dim", default=128, show_default=True, type=int)
-@click.option("--lens-mode", default="1d", show_default=True, type=click.Choice(["1d", "2d"]),
+@click.option("--lens-mode", default="1d", show_default=True, type=click.Choice([m.value for m in LensMode]),
               help="context_lens [B] (causal within next_n) or [B, N]; the prefill families take 1d.")
 @click.option("--batch", multiple=True, metavar="SIZES",
               help="Decode: requests per CUDA graph; prefill_ragged, prefill_paged: query rows. Comma lists, "
@@ -119,9 +152,12 @@ def tune(**options) -> None:
     replay (decode: full and partly filled lengths; prefill: full), in a worker process that a
     crash or hang cannot take down. Ends with a table of the best variant per bucket.
     """
-    from tuner.tune import run
-
-    run(**options)
+    try:
+        tune_with_settings(TuneSettings(**options))
+    except TuneUsageError as exc:
+        raise click.BadParameter(exc.message, param_hint=exc.param_hint) from None
+    except TuneError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command("merge-db")
@@ -135,8 +171,6 @@ def merge_db(into: Path, sources) -> None:
     each keeps its own store. One row per trial key is kept: the one already there, unless it is a
     harness 'error' and the other is not. Sources are only read.
     """
-    from tuner.store import Store, merge_stores
-
     try:
         counts = merge_stores(Store(into), sources)
     except ValueError as exc:
@@ -160,8 +194,6 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
     defaults in indexer_logits/tables/default/. Deterministic: re-emitting from the same store
     changes no byte. Works without a store (defaults only).
     """
-    from tuner.tables import emit_defaults, emit_gpu, gpu_slugs, open_store_if_present
-
     results = []
     if defaults_only and gpus:
         raise click.BadParameter("--defaults-only writes default/ only; it takes no --gpu", param_hint="--gpu")
@@ -181,8 +213,8 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
             if missing:
                 raise click.BadParameter(f"no ok trials for {missing} in {db_path}; GPUs there: {known or 'none'}",
                                          param_hint="--gpu")
-            results += [emit_gpu(store, slug, out_dir) for slug in chosen]
-    results.append(emit_defaults(out_dir))
+            results += [tuner.tables.emit_gpu(store, slug, out_dir) for slug in chosen]
+    results.append(tuner.tables.emit_defaults(out_dir))
     for r in results:
         state = (f"{len(r.written)} file(s) written, {len(r.removed)} removed" if r.changed else "unchanged")
         click.echo(f"{r.directory}: {r.entries} entries, {r.modules} modules ({state})")
@@ -197,7 +229,7 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
               help="Folder holding the <gpu_slug>/ and default/ tables.")
 @click.option("--no-defaults", is_flag=True, help="Skip the family defaults (default/).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
-@click.option("--family", "families", multiple=True, type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged"]),
+@click.option("--family", "families", multiple=True, type=FamilyChoice(),
               help="Only entries of this kernel family (repeatable). [default: all]")
 @click.option("--quiet", is_flag=True, help="No progress line per checked entry (stderr).")
 def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool) -> None:
@@ -214,9 +246,7 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool
 
     on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
     if not on_gpu:
-        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
-    from tuner.verify import format_rows, verify_tables
-
+        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is loaded (verify_tables loads them)
     try:
         def progress(i: int, n: int, r) -> None:
             if not quiet:
@@ -254,9 +284,9 @@ def _int_list(option: str, text: str) -> list[int]:
 
 
 @main.command()
-@click.option("--family", type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged"]),
+@click.option("--family", type=FamilyChoice(),
               default="decode_paged", show_default=True)
-@click.option("--dtype", type=click.Choice(["fp8", "bf16"]), default="fp8", show_default=True)
+@click.option("--dtype", type=click.Choice(DTYPES), default="fp8", show_default=True)
 @click.option("--next-n", "next_n", default="1", show_default=True, help="Comma list of next_n (decode).")
 @click.option("--heads", type=int, default=64, show_default=True)
 @click.option("--head-dim", type=int, default=128, show_default=True)
@@ -293,38 +323,22 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     import os
     import uuid
 
-    from tuner.bench import METHODS, append_rows, bench_bucket
-    from tuner.pdl_gate import pdl_capable
-    from indexer_logits._identity import Bucket, Problem
-    from tuner.space import sample_points, target_for
-    from tuner.store import now_iso
-
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
     bad = [m for m in chosen if m not in METHODS]
     if bad or not chosen:
         raise click.BadParameter(f"unknown methods {bad}; expected some of {list(METHODS)}" if bad else
                                  f"no method given; expected some of {list(METHODS)}", param_hint="--methods")
-    if family != "decode_paged":  # decode-only options given with prefill: refuse rather than ignore
-        source = click.get_current_context().get_parameter_source
-        decode_only = (("--next-n", "next_n"), ("--lens", "lens_modes"))
-        if family == "prefill_ragged":
-            decode_only += (("--page-size", "page_size"),)
-        for opt, name in decode_only:
-            if source(name) is click.core.ParameterSource.COMMANDLINE:
-                raise click.BadParameter(f"decode-only option; {family} takes no {opt}", param_hint=opt)
-    scale = "none" if dtype == "bf16" else "page_blocked"
-    problems = []
+    spec = family_of(family)
+    source = click.get_current_context().get_parameter_source
+    for opt, name, field in (("--next-n", "next_n", "next_n"), ("--lens", "lens_modes", "lens_mode"),
+                             ("--page-size", "page_size", "page_size")):
+        # decode-only options given with prefill: refuse rather than ignore
+        if field in spec.unused_options + (("lens_mode",) if not spec.kind.decode else ()) \
+                and source(name) is click.core.ParameterSource.COMMANDLINE:
+            raise click.BadParameter(f"decode-only option; {family} takes no {opt}", param_hint=opt)
     try:
-        if family == "decode_paged":
-            for n in _int_list("--next-n", next_n):
-                problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size,
-                                        scale_layout=scale, heads=heads, head_dim=head_dim, next_n=n))
-        elif family == "prefill_paged":
-            problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=page_size,
-                                    scale_layout=scale, heads=heads, head_dim=head_dim))
-        else:
-            problems.append(Problem(family=family, q_dtype=dtype, cache_dtype=dtype, page_size=0, scale_layout=scale,
-                                    heads=heads, head_dim=head_dim))
+        next_ns = _int_list("--next-n", next_n) if spec.kind.decode else [1]
+        problems = spec.problems(dtype, next_ns, page_size, None, heads, head_dim, "1d")
     except ValueError as e:  # the Problem field leads the message: name its option
         hints = {"heads": "--heads", "head_dim": "--head-dim", "page_size": "--page-size", "next_n": "--next-n"}
         raise click.BadParameter(str(e), param_hint=hints.get(str(e).split(":", 1)[0])) from None
@@ -335,23 +349,16 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
         if not interpret:
             raise click.ClickException("no CUDA GPU found; pass --interpret to run the benchmark loop on CPU "
                                        "under the Triton interpreter (wall-clock timing, no GPU figures)")
-        os.environ["TRITON_INTERPRET"] = "1"
-    from tuner.envinfo import current
-    from tuner.timing import measure_copy_bandwidth, measure_matmul_rate
-
+        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is loaded (bench_bucket loads them)
     env = current()
     on_gpu = not interpret
     device = "cuda" if on_gpu else "cpu"
     timer = "cuda_graph" if on_gpu else "wall_clock"
     copy_bw = measure_copy_bandwidth() if on_gpu else 1e11
-    prefill = family in ("prefill_ragged", "prefill_paged")  # compute-bound: the floor needs the dtype's matmul rate
+    prefill = not spec.kind.decode  # compute-bound: the floor needs the dtype's matmul rate
     matmul_rate = measure_matmul_rate("fp8" if dtype == "fp8" else "bf16") if on_gpu and prefill else (None if on_gpu else 1e11)
     dot_dtype = "native" if on_gpu else ("fp16" if dtype == "fp8" else "fp32")
-    fills = list(lens_modes) or (["full", "quarter"] if family == "decode_paged" else ["causal"])
-    if family == "prefill_ragged":
-        fills = ["causal"]
-    elif family == "prefill_paged":
-        fills = ["full"]  # the rows at the end of full tables, as tune times them
+    fills = list(lens_modes) if spec.kind.decode and lens_modes else list(spec.bench_fills)
     out_path = out_path or ROOT / "docs" / "results" / f"bench_{env.gpu_slug}.jsonl"
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run_id):
         raise click.BadParameter(f"expected 1-64 letters, digits, '.', '_' or '-', got {run_id!r}", param_hint="--run-id")
@@ -368,10 +375,11 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
         for b in batches:
             for c in contexts:
                 for fill in fills:
-                    rows = bench_bucket(problem, Bucket(b, c), fill, candidates=cands, timer=timer, device=device,
-                                        copy_bw=copy_bw, matmul_rate=matmul_rate, env=env, run_id=run_id,
-                                        created_at=created, replays=replays, dot_dtype=dot_dtype, methods=chosen)
-                    append_rows(out_path, rows)
+                    rows = tuner.bench.bench_bucket(problem, Bucket(b, c), fill, candidates=cands, timer=timer, device=device,
+                                                    copy_bw=copy_bw, matmul_rate=matmul_rate, env=env, run_id=run_id,
+                                                    created_at=created, replays=replays, dot_dtype=dot_dtype,
+                                                    methods=chosen)
+                    tuner.bench.append_rows(out_path, rows)
                     for r in rows:
                         ratio = f"{r.ratio_to_shipped:9.2f}" if r.ratio_to_shipped is not None else f"{'-':>9s}"
                         line = (f"{problem.slug:26s} {f'b{b}_c{c}':16s} {fill:8s} {r.method:16s} {r.p50_ms:10.4f} "
@@ -395,12 +403,7 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
               show_default=True)
 def report(bench_files, db_path, out_md) -> None:
     """Write a markdown report with plots from the stored benchmark and tuning results."""
-    from tuner.report import write_report
-
     files = list(bench_files) or sorted((ROOT / "docs" / "results").glob("bench_*.jsonl"))
-    from tuner.bench import read_rows
-    from tuner.store import Store
-
     for f in files:  # refuse unreadable inputs before writing anything
         try:
             read_rows(f)
@@ -411,7 +414,7 @@ def report(bench_files, db_path, out_md) -> None:
             Store(db_path)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--db") from None
-    path = write_report(files, db_path if db_path.exists() else None, out_md, out_md.parent / "plots")
+    path = tuner.report.write_report(files, db_path if db_path.exists() else None, out_md, out_md.parent / "plots")
     click.echo(f"wrote {path} ({len(files)} bench files)")
 
 
@@ -429,8 +432,6 @@ def ship(out_dir: Path, gpus, package: str, root: Path) -> None:
     The result, OUT/<package>/, needs only torch and triton: put OUT on sys.path and
     `from <package> import fp8_paged_mqa_logits`. Tables and module hashes are checked first.
     """
-    from tuner.ship import ShipError, ship as ship_package
-
     try:
         result = ship_package(out_dir, gpus, root=root, package=package)
     except (ShipError, ValueError) as exc:
@@ -441,16 +442,16 @@ def ship(out_dir: Path, gpus, package: str, root: Path) -> None:
 
 @main.command()
 @click.option("--target", "targets", multiple=True, default=("sm_120",), show_default=True,
-              type=click.Choice(["sm_80", "sm_89", "sm_90", "sm_100", "sm_120", "local"]),
+              type=click.Choice(sorted(TARGETS, key=lambda t: TARGETS[t].capability) + ["local"]),
               help="GPU generation to compile for (repeatable); 'local' is this machine's GPU.")
 @click.option("--family", default="all", show_default=True,
-              type=click.Choice(["decode_paged", "prefill_ragged", "prefill_paged", "all"]))
-@click.option("--dtype", default="fp8", show_default=True, type=click.Choice(["fp8", "bf16"]), help="q and cache dtype.")
+              type=FamilyChoice(extra=("all",)))
+@click.option("--dtype", default="fp8", show_default=True, type=click.Choice(DTYPES), help="q and cache dtype.")
 @click.option("--heads", default=64, show_default=True, type=int)
 @click.option("--head-dim", default=128, show_default=True, type=int)
 @click.option("--page-size", default=None, type=int, help="Decode only. [default: 64]")
 @click.option("--next-n", default=None, type=int, help="Decode only. [default: 1]")
-@click.option("--scale-layout", default=None, type=click.Choice(["page_blocked", "token_interleaved", "none"]),
+@click.option("--scale-layout", default=None, type=click.Choice([s.value for s in ScaleLayout]),
               help="Decode only. [default: page_blocked for fp8, none for bf16]")
 @click.option("--sample", "sample", default=24, show_default=True, type=click.IntRange(min=1),
               help="Compile a reproducible sample of this many points (the family default included).")
@@ -471,10 +472,6 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
     """
     import os
 
-    from tuner import xcompile
-    from indexer_logits._identity import Problem
-    from tuner.space import default_config, grid_points, sample_points, target_for
-
     if every and click.get_current_context().get_parameter_source("sample") is click.core.ParameterSource.COMMANDLINE:
         raise click.BadParameter("--all compiles every point; it takes no --sample", param_hint="--sample")
     resolved = {}
@@ -485,30 +482,21 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
             raise click.BadParameter(str(exc), param_hint="--target") from None
         resolved.setdefault(target.name, target)
     resolved = list(resolved.values())
-    families = ["decode_paged", "prefill_ragged"] if family == "all" else [family]
-    if family == "prefill_ragged":
-        for opt, value in (("--page-size", page_size), ("--next-n", next_n), ("--scale-layout", scale_layout)):
-            if value is not None and not (opt == "--scale-layout" and value in ("page_blocked", "none")):
-                raise click.BadParameter(f"decode-only option; prefill_ragged takes no {opt} {value}", param_hint=opt)
     options = {"q_dtype": "--dtype", "cache_dtype": "--dtype", "heads": "--heads", "head_dim": "--head-dim",
                "page_size": "--page-size", "next_n": "--next-n", "scale_layout": "--scale-layout",
                "next_n/lens_mode": "--next-n"}  # check has no lens mode option: next_n is the cause
+    given = {"page_size": page_size, "next_n": next_n}
     problems = []
-    for fam in families:
-        fields = dict(family=fam, q_dtype=dtype, cache_dtype=dtype, heads=heads, head_dim=head_dim,
-                      scale_layout="none" if dtype == "bf16" else "page_blocked")
-        if fam == "decode_paged":
-            fields.update(page_size=64 if page_size is None else page_size, next_n=1 if next_n is None else next_n)
-            if scale_layout is not None:
-                fields["scale_layout"] = scale_layout
-        elif fam == "prefill_paged":  # the decode cache, one limit per query row (next_n is 1)
-            fields.update(page_size=64 if page_size is None else page_size, next_n=1 if next_n is None else next_n)
-            if scale_layout is not None:
-                fields["scale_layout"] = scale_layout
-        else:
-            fields["page_size"] = 0
+    for fam in (family_names() if family == "all" else [family]):
+        spec = family_of(fam)
+        for field in spec.unused_options:  # named for one family that takes no such option: refused
+            if family != "all" and given.get(field) is not None:
+                raise click.BadParameter(f"decode-only option; {fam} takes no {options[field]} {given[field]}",
+                                         param_hint=options[field])
+        next_ns = [1 if next_n is None or "next_n" in spec.unused_options else next_n]
         try:
-            problems.append(Problem(**fields))
+            problems += spec.problems(dtype, next_ns, 64 if page_size is None else page_size, scale_layout, heads,
+                                      head_dim, "1d")
         except ValueError as exc:
             field = str(exc).split(":", 1)[0]
             raise click.BadParameter(str(exc), param_hint=options.get(field, "--family")) from None

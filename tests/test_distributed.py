@@ -30,9 +30,9 @@ from _helpers import trial_rows
 from click.testing import CliRunner
 
 from cli import main
-from tuner.distributed import UNOWNED_GRACE_ENV, claim_once, open_storage, owner_alive, owner_tag
+from tuner.ownership import UNOWNED_GRACE_ENV, claim_once, open_storage, owner_alive, owner_tag
 from indexer_logits._identity import Problem
-from tuner.search import OptunaSpace
+from tuner.optuna_space import OptunaSpace
 from tuner.store import Store
 
 PG_ENV = "INDEXER_TEST_PG_URL"
@@ -317,7 +317,7 @@ def test_an_interrupted_seed_is_queued_again_without_its_dead_owner(tmp_path):
     take it for left behind until its new owner is written, and fail it under that worker."""
     import optuna
 
-    from tuner.search import OptunaSpace, Search, SearchSettings
+    from tuner.search import Search, SearchSettings
     from tuner.space import default_config
 
     study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "optuna.journal")))

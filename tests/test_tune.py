@@ -26,11 +26,12 @@ import torch
 from click.testing import CliRunner
 
 from cli import main
-from tuner.buckets import (DECODE_LENS_MODES, POW2_BATCHES, SGLANG_DECODE_BATCHES, by_distance, make_buckets,
-                           parse_bucket_specs, parse_sizes)
+from tuner.buckets import DECODE_LENS_MODES, POW2_BATCHES, SGLANG_DECODE_BATCHES, by_distance, parse_bucket_specs, parse_sizes
+from tuner.families import family_of
 from indexer_logits._identity import Bucket, Config, Problem
-from tuner.search import OptunaSpace
+from tuner.optuna_space import OptunaSpace
 from tuner.space import InfeasibleConfig, check, default_config, feasible_points, grid_points, is_feasible, store_run_applies
+from tuner.summary import BucketSummary
 from tuner.worker import FAULTS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,7 +193,7 @@ def test_bucket_lists():
     assert parse_sizes("pow2", "batch") == POW2_BATCHES == (1, 2, 4, 8, 16, 32, 64, 128, 256)
     assert parse_sizes(["4K,8k", "1M"], "context") == (4096, 8192, 1 << 20)
     assert SGLANG_DECODE_BATCHES[:7] == (1, 2, 4, 8, 12, 16, 24) and SGLANG_DECODE_BATCHES[-1] == 256
-    buckets = make_buckets(PROBLEM, (1, 2), (128, 64))
+    buckets = family_of(PROBLEM).buckets((1, 2), (128, 64))
     assert buckets == [Bucket(1, 64), Bucket(2, 64), Bucket(1, 128), Bucket(2, 128)]
     assert by_distance(Bucket(4, 64), buckets)[:2] == [Bucket(2, 64), Bucket(1, 64)]
     assert by_distance(Bucket(1, 64), []) == []
@@ -273,21 +274,6 @@ def test_optuna_space_ties_store_where_it_changes_nothing():
     assert "store to tile" in space.ties_text
 
 
-def test_table_configs_offers_store_run_only_where_it_applies():
-    script = Path(__file__).resolve().parent.parent / "scripts" / "table_configs.py"
-    out = subprocess.run([sys.executable, str(script), "nvidia_h200", "--stores", "tile,run"],
-                         capture_output=True, text=True, check=True).stdout
-    seeds = [json.loads(line) for line in out.splitlines()]
-    assert {s["store"] for s in seeds} == {"tile", "run"}
-    assert len({json.dumps(s, sort_keys=True) for s in seeds}) == len(seeds)
-    runs = [s for s in seeds if s["store"] == "run"]
-    assert runs and all(s["block_t"] <= 64 and s["orient"] == "k_rows" and not s.get("programs_per_sm")
-                        for s in runs)
-    bad = subprocess.run([sys.executable, str(script), "nvidia_h200", "--stores", "tile,later"],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "--stores" in bad.stderr
-
-
 def _kernel_ints(module, inputs, clean):
     """The integer arguments and tensor dtypes the launcher hands the jit kernel."""
     from tuner.gates import launch, new_output
@@ -350,7 +336,7 @@ def test_time_budget_is_shared_by_bucket_cost(monkeypatch):
     def fake_tune_bucket(self, problem, bucket, share_end, run_end):
         shares.append((bucket, share_end - clock[0]))
         clock[0] = share_end  # uses its whole share
-        return S.BucketSummary(problem, bucket)
+        return BucketSummary(problem, bucket)
 
     monkeypatch.setattr(S.Search, "tune_bucket", fake_tune_bucket)
     searcher = S.Search.__new__(S.Search)

@@ -11,7 +11,7 @@ Order of the questions, cheapest first:
    marks this bucket's trial with the gate's status without running anything;
 4. otherwise build (parallel), gate once per config, then time on the bucket.
 
-With `owner` set (several workers on one store: tuner.distributed), each gate and each timing
+With `owner` set (several workers on one store: tuner.ownership), each gate and each timing
 is claimed in the store first: one worker measures it, another that asks the same config
 waits for that row and answers from it.
 """
@@ -24,15 +24,14 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import __version__
-from .buckets import lens_modes
-from .distributed import claim_once, owner_run_id
+from .families import family_of
+from .ownership import claim_once, owner_run_id
 from .prebuild import LaunchShape, Prebuilder
 from indexer_logits._identity import Bucket, Config, Problem, variant_name
 from .space import InfeasibleConfig, Target, check
-from .store import Store, TrialRow, gate_key, now_iso, trial_key
+from .store import RETRIED_STATUSES, Store, TrialRow, gate_key, now_iso, trial_key
 from .worker import Worker, WorkerUnavailable
 
-RETRIED_STATUSES = ("error",)  # not the candidate's fault: measure again on the next run
 PREPARE_TIMEOUT_MIN_S = 600.0  # building a bucket's inputs (gigabytes on a GPU) is not a candidate
 
 
@@ -73,7 +72,7 @@ class Evaluator:
     def __init__(self, store: Store, ctx: RunContext, src_dir: Path, gate_shape: Callable[[Problem], tuple[int, int]],
                  jobs: int | None = None, owner: str | None = None):
         self.store, self.ctx = store, ctx
-        self.owner = owner  # tuner.distributed.owner_tag when workers share the store: claim measurements
+        self.owner = owner  # tuner.ownership.owner_tag when workers share the store: claim measurements
         self.gate_shape = gate_shape
         self.src_dir = Path(src_dir)
         self.worker = Worker(ctx.interpret)
@@ -313,7 +312,7 @@ def _fill_timings(row: TrialRow, problem: Problem, timings: dict) -> None:
     if row.floor_ms:
         row.frac_of_floor = row.floor_ms / row.p50_ms
     row.score_ms = row.p50_ms
-    if "partial" in timings and "quarter" in lens_modes(problem):
+    if "partial" in timings and "quarter" in family_of(problem).timing_lens:
         part = timings["partial"]
         row.partial_p50_ms = part["p50_ms"]
         row.score_ms += part["p50_ms"]

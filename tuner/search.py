@@ -1,8 +1,9 @@
 """The Optuna search: one study per (problem, bucket), asked in batches, told every verdict.
 
 - Studies live in an SQLite file beside the trial store and are named from what makes a
-  measurement comparable (problem, bucket, GPU, timer, template, search space, sampler), never
-  from a variant, so a resumed run reloads them (`load_if_exists`).
+  measurement comparable (tuner.optuna_space.study_name), so a resumed run reloads them
+  (`load_if_exists`). The space as Optuna sees it is tuner.optuna_space; the summaries, the
+  end-of-run table and the progress bar are tuner.summary.
 - Each study is seeded (enqueue_trial) with the family default config, configs the user names,
   and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct configs);
   its sampler's seed is derived from the run's seed and the study name.
@@ -15,7 +16,7 @@
 - Asked trials left without a verdict (the run was killed or its budget ran out) stay RUNNING in
   the study; the next run evaluates them first.
 - Shared studies (`--workers N`, `--storage URL`: several processes, maybe several hosts, on one
-  study per bucket; see tuner.distributed): each process samples with its own seed, marks the
+  study per bucket; see tuner.ownership): each process samples with its own seed, marks the
   trials it asks with its owner, counts the verdicts of the others towards `--trials` after
   every batch, asks no more than is left once the others' trials in flight are counted (so the
   workers spread over the buckets), takes over only trials whose owner is gone, and answers a
@@ -24,153 +25,25 @@
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from .buckets import by_distance
-from .distributed import UNOWNED_GRACE_S, open_storage, owner_alive
+from .ownership import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
-from indexer_logits._identity import Bucket, Config, Problem, canonical_json, sha256_hex
-from .space import AXES, STORE_RUN_SCOPE, default_config, feasible_points, is_feasible, store_run_applies
+from indexer_logits._identity import Bucket, Config, Problem, sha256_hex
+from .optuna_space import OptunaSpace, make_sampler, study_name
+from .space import default_config, feasible_points, is_feasible
+from .summary import BucketSummary, RunTotals, fill_summary
 
-SAMPLERS = ("tpe", "grid", "random")
 NEIGHBOUR_SEEDS = 3  # distinct winners of finished buckets enqueued in each new study
 STALE_ASKS = 40  # asks in a row without a new config: the sampler has converged or the space is used up
 OTHER_WORKERS_NOTE = "its last trials ran on other workers"  # shared studies: moved on to the next bucket
 
 
 # --------------------------------------------------------------------------------------------
-# The space as Optuna sees it.
-
-def _is_pow2_run(values: Sequence) -> bool:
-    if not all(isinstance(v, int) and v > 0 and v & (v - 1) == 0 for v in values):
-        return False
-    exps = [int(math.log2(v)) for v in values]
-    return exps == list(range(exps[0], exps[0] + len(exps)))
-
-
-def _is_increasing_ints(values: Sequence) -> bool:
-    return (all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-            and all(a < b for a, b in zip(values, values[1:])))
-
-
-def _encode(enc: str, values: Sequence, value):
-    """An axis value as its Optuna parameter: log2, position in the axis, or itself."""
-    if enc == "log2":
-        return int(math.log2(value))
-    if enc == "index":
-        return values.index(value)
-    return value
-
-
-def _decode(enc: str, values: Sequence, param):
-    if enc == "log2":
-        return 2 ** int(param)
-    if enc == "index":
-        return values[int(param)]
-    return param
-
-
-class OptunaSpace:
-    """Config axes as Optuna distributions. Ordered axes stay ordered for TPE: powers of two
-    become `log2_<axis>` integers, runs of integers become integers, other increasing integers
-    (1, 2, 3, 4, 6, 8, ...) their position `idx_<axis>`; strings are categorical.
-    Axes with a single value (e.g. decode's block_m, a restricted dot dtype) are fixed.
-
-    The space is conditional where a knob is unused (TIES): a persistent grid (programs_per_sm
-    > 0) has no tiles_per_program, so any proposed value maps to 1; store='run' outside the split
-    grid's k_rows tiles within a page changes nothing, so it maps to 'tile'. Every such proposal
-    is then a feasible config whose time TPE learns from, instead of a statically infeasible one
-    told as PRUNED (which taught TPE to shun persistent grids altogether, and would teach it to
-    shun block_t > page, q_rows and persistent grids for the store's sake)."""
-
-    # (axis, the value it takes where it is unused, where that is in words, the test of it)
-    TIES = (
-        ("tiles_per_program", 1, "when programs_per_sm is set",
-         lambda problem, f: bool(f["programs_per_sm"])),
-        ("store", "tile", "outside " + STORE_RUN_SCOPE,
-         lambda problem, f: not store_run_applies(problem.page_size, f["orient"], f["programs_per_sm"], f["block_t"])),
-    )
-
-    def __init__(self, problem: Problem, dot_dtypes: Sequence[str]):
-        import optuna
-
-        self.problem = problem
-        axes = dict(AXES[problem.family])
-        axes["dot_dtype"] = tuple(dot_dtypes)
-        self.axes = axes
-        self.fixed = {name: values[0] for name, values in axes.items() if len(values) == 1}
-        self._params: dict[str, tuple[str, str, tuple]] = {}  # param -> (axis, encoding, values)
-        self.distributions: dict = {}
-        for name in sorted(axes):
-            values = tuple(axes[name])
-            if len(values) == 1:
-                continue
-            if _is_pow2_run(values):
-                param, enc = f"log2_{name}", "log2"
-                dist = optuna.distributions.IntDistribution(int(math.log2(values[0])), int(math.log2(values[-1])))
-            elif all(isinstance(v, int) for v in values) and list(values) == list(range(values[0], values[-1] + 1)):
-                param, enc = name, "int"
-                dist = optuna.distributions.IntDistribution(values[0], values[-1])
-            elif _is_increasing_ints(values):
-                # e.g. tiles per program 1, 2, 3, 4, 6, 8, 12, ...: half-octave steps, kept in order
-                param, enc = f"idx_{name}", "index"
-                dist = optuna.distributions.IntDistribution(0, len(values) - 1)
-            else:
-                param, enc = name, "cat"
-                dist = optuna.distributions.CategoricalDistribution(values)
-            self._params[param] = (name, enc, values)
-            self.distributions[param] = dist
-
-    @property
-    def signature(self) -> str:
-        return canonical_json({"axes": {k: list(v) for k, v in self.axes.items()},
-                               "ties": [[axis, value, where] for axis, value, where, _ in self._ties]})
-
-    @property
-    def _ties(self):
-        """The ties of the axes this space searches (a fixed axis has nothing to tie)."""
-        return [t for t in self.TIES if len(self.axes[t[0]]) > 1]
-
-    @property
-    def ties_text(self) -> str:
-        """The space's ties, in words (for a refused --try-config)."""
-        return "; ".join(f"{axis} to {value} {where}" for axis, value, where, _ in self._ties)
-
-    def config(self, params: dict) -> Config:
-        fields = dict(self.fixed)
-        for param, (name, enc, values) in self._params.items():
-            value = params[param]
-            fields[name] = _decode(enc, values, value)
-        for axis, value, _, unused in self._ties:
-            if unused(self.problem, fields):
-                fields[axis] = value
-        return Config(**fields)
-
-    def params_of(self, config: Config) -> Optional[dict]:
-        """Optuna params for a config, or None when the config lies outside this space."""
-        if any(getattr(config, name) != value for name, value in self.fixed.items()):
-            return None
-        params = {}
-        for param, (name, enc, values) in self._params.items():
-            value = getattr(config, name)
-            if value not in values:
-                return None
-            params[param] = _encode(enc, values, value)
-        return params
-
-    def grid(self) -> dict[str, list]:
-        out = {}
-        for param, (_, enc, values) in self._params.items():
-            out[param] = [_encode(enc, values, v) for v in values]
-        return out
-
-
-# --------------------------------------------------------------------------------------------
-# Settings, summaries.
+# Settings.
 
 @dataclass(frozen=True)
 class SearchSettings:
@@ -185,60 +58,17 @@ class SearchSettings:
     # ((problem key, batch, context), Config) pairs: a config enqueued first in that bucket's study
     # only (`tune --seed-table`: the configs a dispatch table ships)
     bucket_seeds: tuple = ()
-    optuna_storage: str = "sqlite:///db/optuna.sqlite"  # or a journal file path (tuner.distributed.open_storage)
+    optuna_storage: str = "sqlite:///db/optuna.sqlite"  # or a journal file path (tuner.ownership.open_storage)
     shared: bool = False  # other processes work on the same studies
-    owner: str = ""  # this process's tuner.distributed.owner_tag (shared studies)
+    owner: str = ""  # this process's tuner.ownership.owner_tag (shared studies)
     sampler_seed: Optional[int] = None  # None: `seed` (a shared study: one per worker)
     # how long an unowned RUNNING trial counts as being asked by a live process
-    # (tuner.distributed.unowned_grace_s: UNOWNED_GRACE_S or $INDEXER_TUNER_UNOWNED_GRACE_S)
+    # (tuner.ownership.unowned_grace_s: UNOWNED_GRACE_S or $INDEXER_TUNER_UNOWNED_GRACE_S)
     unowned_grace_s: float = UNOWNED_GRACE_S
-
-
-@dataclass
-class BucketSummary:
-    problem: Problem
-    bucket: Bucket
-    best: Optional[dict] = None  # the best ok trial row
-    measured: int = 0  # ok rows (timed), any run
-    pruned: int = 0  # statically infeasible rows
-    failed: int = 0  # compile errors, failed gates, crashes, timeouts, errors
-    new_measured: int = 0  # timed in this run
-    from_store: int = 0  # answered from the store in this run
-    note: str = ""
-
-
-@dataclass
-class RunTotals:
-    measured: int = 0
-    from_store: int = 0
-    from_study: int = 0  # decided by another host (shared studies), its row in that host's store
-    decided: int = 0  # fresh verdicts (measured or not)
-    by_status: dict = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
 # The search.
-
-def study_name(problem: Problem, bucket: Bucket, gpu_slug: str, timer: str, template_hash: str,
-               space: OptunaSpace, sampler: str) -> str:
-    digest = sha256_hex(canonical_json({"problem": problem.key, "bucket": bucket.key, "gpu": gpu_slug, "timer": timer,
-                                        "template": template_hash, "space": space.signature, "sampler": sampler}))[:10]
-    return f"{problem.family}__{problem.slug}__{bucket.slug}__{gpu_slug}__{timer}__{sampler}__{digest}"
-
-
-def make_sampler(name: str, space: OptunaSpace, seed: int, trials: int):
-    import optuna
-
-    if name == "tpe":
-        # Few startup trials: budgets here are tens of trials per bucket, and the seeds (the
-        # default, the neighbour's winner) already give TPE good points to start from.
-        return optuna.samplers.TPESampler(multivariate=True, seed=seed, n_startup_trials=max(3, min(10, trials // 3)))
-    if name == "grid":
-        return optuna.samplers.GridSampler(space.grid(), seed=seed)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    raise ValueError(f"sampler: expected one of {list(SAMPLERS)}, got {name!r}")
-
 
 # Tokens of key a bucket streams per launch at which one of its trials costs about twice a small
 # bucket's (H200, fp8 decode: ~0.2 s a trial for small buckets, ~1.5 s at 256 x 1M).
@@ -521,93 +351,3 @@ class Search:
     def _summarize(self, summary: BucketSummary) -> None:
         ctx = self.ev.ctx
         fill_summary(summary, self.ev.store, ctx.gpu_slug, ctx.timer, ctx.template_hashes[summary.problem.family])
-
-
-def fill_summary(summary: BucketSummary, store, gpu_slug: str, timer: str, template_hash: str) -> None:
-    """Counts and the best ok row of one bucket, from the store (every run's rows)."""
-    p, b = summary.problem, summary.bucket
-    rows = store.trials(
-        "gpu_slug = ? and problem_key = ? and bucket_batch = ? and bucket_context = ? and template_hash = ?",
-        [gpu_slug, p.key, b.batch, b.context, template_hash])
-    for r in rows:
-        if r["status"] == "ok" and r["timer"] == timer:
-            summary.measured += 1
-            if summary.best is None or (r["score_ms"], r["trial_key"]) < (summary.best["score_ms"], summary.best["trial_key"]):
-                summary.best = r
-        elif r["status"] == "infeasible":
-            summary.pruned += 1
-        elif r["status"] != "ok":
-            summary.failed += 1
-
-
-def format_summary(summaries: Sequence[BucketSummary], db_path: Path, totals: RunTotals) -> str:
-    """The end-of-run table: one line per bucket."""
-    head = f"{'problem':<24} {'bucket':<16} {'best variant':<44} {'p50 full / partial':>22} {'% floor':>14} {'ok/pruned/failed':>17}"
-    lines = [head, "-" * len(head)]
-    for s in summaries:
-        best = s.best
-        if best is None:
-            variant, times, floor = "-", "-", "-"
-        else:
-            variant = best["variant"].split("__")[2] if best["variant"].count("__") >= 3 else best["variant"]
-            times = _ms(best["p50_ms"]) + (" / " + _ms(best["partial_p50_ms"]) if best["partial_p50_ms"] is not None else "")
-            floor = _pct(best["frac_of_floor"]) + (" / " + _pct(best["partial_frac_of_floor"])
-                                                    if best["partial_p50_ms"] is not None else "")
-        counts = f"{s.measured}/{s.pruned}/{s.failed}"
-        line = f"{s.problem.slug:<24} {s.bucket.slug:<16} {variant:<44} {times:>22} {floor:>14} {counts:>17}"
-        if s.note:
-            line += f"  ({s.note})"
-        lines.append(line)
-    status = ", ".join(f"{k} {v}" for k, v in sorted(totals.by_status.items())) or "none"
-    lines.append("")
-    study = f"{totals.from_study} answered from the shared study, " if totals.from_study else ""
-    lines.append(f"this run: {totals.measured} trials measured, {totals.from_store} answered from the store, "
-                 f"{study}new verdicts by status: {status}")
-    lines.append(f"db: {db_path}")
-    return "\n".join(lines)
-
-
-def _ms(v) -> str:
-    if v is None:
-        return "-"
-    return f"{v * 1e3:.1f}us" if v < 1 else f"{v:.2f}ms"
-
-
-def _pct(v) -> str:
-    return "-" if v is None else f"{100 * v:.0f}%"
-
-
-class TqdmProgress:
-    """Progress bar on stderr: bucket, trials with a verdict, best time and its % of the floor."""
-
-    def __init__(self, total: int, disable: bool = False):
-        import sys
-
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, file=sys.stderr, unit="trial", dynamic_ncols=True, disable=disable)
-        self.label, self.goal, self.seen, self.best = "", 0, 0, None
-
-    def __call__(self, event: str, **kw) -> None:
-        if event == "bucket":
-            self.label = f"{kw['problem'].slug} {kw['bucket'].slug}"
-            self.goal, self.seen, self.best = kw["goal"], 0, None
-            self.bar.update(min(kw["counted"], kw["goal"]))
-            self.seen = min(kw["counted"], kw["goal"])
-        elif event == "trial":
-            v = kw["verdict"]
-            if v.ok and (self.best is None or v.score_ms < self.best[0]):
-                self.best = (v.score_ms, v.row.get("p50_ms"), v.row.get("frac_of_floor"))
-        step = 0
-        if event == "trial" and self.seen < self.goal:
-            step = 1
-        elif event == "bucket_done":
-            step = max(0, self.goal - self.seen)  # a bucket cut short still moves the bar
-        self.seen += step
-        best = "-" if self.best is None else _ms(self.best[1]) + (f" ({_pct(self.best[2])} of floor)" if self.best[2] else "")
-        self.bar.set_postfix_str(f"{self.label} {self.seen}/{self.goal} best {best}", refresh=step == 0)
-        if step:
-            self.bar.update(step)  # redraws with the new postfix
-
-    def close(self) -> None:
-        self.bar.close()
