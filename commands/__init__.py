@@ -1,0 +1,1 @@
+"""The commands of cli.py, a module per group of them (click lives here and in cli.py only)."""

@@ -1,0 +1,130 @@
+"""`emit`, `verify` and `ship`: from the trial store to frozen modules, re-checked and packaged."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import torch
+
+import tuner.tables
+from tuner.ship import ShipError
+from tuner.ship import ship as ship_package
+from tuner.tables import gpu_slugs, open_store_if_present
+from tuner.verify import format_rows, verify_tables
+
+from .common import DB_DIR, GENERATED, FamilyChoice
+
+
+@click.command()
+@click.option("--db", "db_path", default=DB_DIR / "trials.sqlite", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The trial store to take the winners from.")
+@click.option("--gpu", "gpus", multiple=True, help="GPU slug to emit (repeatable). [default: every GPU in the store]")
+@click.option("--out", "out_dir", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Where the <gpu_slug>/ and default/ folders go.")
+@click.option("--defaults-only", is_flag=True, help="Only write the family defaults (default/), ignoring the store.")
+def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
+    """Write the winners in db/ as frozen Triton modules plus a dispatch table per GPU.
+
+    Per GPU: indexer_logits/tables/<gpu_slug>/ with one module per winning variant and dispatch.json
+    (provenance, measured p50s and % of the floor, each module's sha256). Always: the family
+    defaults in indexer_logits/tables/default/. Deterministic: re-emitting from the same store
+    changes no byte. Works without a store (defaults only).
+    """
+    results = []
+    if defaults_only and gpus:
+        raise click.BadParameter("--defaults-only writes default/ only; it takes no --gpu", param_hint="--gpu")
+    if not defaults_only:
+        try:
+            store = open_store_if_present(db_path)
+        except ValueError as exc:  # not a trial store, or another schema version
+            raise click.BadParameter(str(exc), param_hint="--db") from None
+        if store is None:
+            if gpus:
+                raise click.BadParameter(f"no trial store at {db_path}", param_hint="--db")
+            click.echo(f"no trial store at {db_path}: writing the family defaults only", err=True)
+        else:
+            known = gpu_slugs(store)
+            chosen = sorted(dict.fromkeys(gpus)) if gpus else known
+            missing = [g for g in chosen if g not in known]
+            if missing:
+                raise click.BadParameter(f"no ok trials for {missing} in {db_path}; GPUs there: {known or 'none'}",
+                                         param_hint="--gpu")
+            results += [tuner.tables.emit_gpu(store, slug, out_dir) for slug in chosen]
+    results.append(tuner.tables.emit_defaults(out_dir))
+    for r in results:
+        state = (f"{len(r.written)} file(s) written, {len(r.removed)} removed" if r.changed else "unchanged")
+        click.echo(f"{r.directory}: {r.entries} entries, {r.modules} modules ({state})")
+        for note in r.notes:
+            click.echo(f"  note: {note}")
+
+
+@click.command()
+@click.option("--gpu", "gpus", multiple=True, help="GPU slug whose table to check (repeatable). [default: all]")
+@click.option("--root", default=GENERATED, show_default=True,
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Folder holding the <gpu_slug>/ and default/ tables.")
+@click.option("--no-defaults", is_flag=True, help="Skip the family defaults (default/).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
+@click.option("--family", "families", multiple=True, type=FamilyChoice(),
+              help="Only entries of this kernel family (repeatable). [default: all]")
+@click.option("--quiet", is_flag=True, help="No progress line per checked entry (stderr).")
+def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool) -> None:
+    """Re-check every shipped dispatch entry against the torch reference (GPU or interpreter).
+
+    Each module's sha256 is checked, then it runs the tuner's gates (reference values, -inf mask,
+    CUDA-graph replay with other lengths, poisoned block table) at its bucket's shape (capped).
+    Without a GPU this runs under TRITON_INTERPRET=1, where native-dot modules are checked through
+    an fp16/fp32-dot stand-in; the table says which way each row was checked. Exits 1 on any failure.
+    """
+    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
+    if not on_gpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is loaded (verify_tables loads them)
+    try:
+        def progress(i: int, n: int, r) -> None:
+            if not quiet:
+                click.echo(f"[{i}/{n}] {r.table} {r.what} {r.problem} {r.bucket}: {'ok' if r.ok else 'FAIL'} {r.detail}"[:200],
+                           err=True)
+
+        rows = verify_tables(root, gpus, include_defaults=not no_defaults, on_gpu=on_gpu, seed=seed,
+                             families=families or None, on_row=progress)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gpu") from None
+    where = (f"on {torch.cuda.get_device_name()}" if on_gpu
+             else "without a GPU, under TRITON_INTERPRET=1 on CPU tensors")
+    click.echo(f"verify {root} {where}")
+    if not rows:
+        if families:
+            click.echo(f"nothing to verify: no entries of family {', '.join(families)} in the tables under {root}")
+        else:
+            click.echo("nothing to verify: no dispatch tables there (run `python cli.py emit`)")
+        sys.exit(1)
+    click.echo(format_rows(rows))
+    failed = [r for r in rows if not r.ok]
+    hows = sorted({r.how for r in rows if r.how != "-"})
+    click.echo(f"{len(rows)} checked, {len(rows) - len(failed)} ok, {len(failed)} failed; checked as: {'; '.join(hows) or '-'}")
+    sys.exit(1 if failed else 0)
+
+
+@click.command()
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder to create the package in.")
+@click.option("--gpu", "gpus", multiple=True, help="GPU slug to ship (repeatable). [default: every emitted table]")
+@click.option("--package", default="indexer_logits", show_default=True, help="Name of the shipped Python package.")
+@click.option("--root", default=GENERATED, show_default=True,
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Folder holding the emitted <gpu_slug>/ and default/ tables.")
+def ship(out_dir: Path, gpus, package: str, root: Path) -> None:
+    """Copy the runtime plus the chosen GPUs' modules and tables into a self-contained folder.
+
+    The result, OUT/<package>/, needs only torch and triton: put OUT on sys.path and
+    `from <package> import fp8_paged_mqa_logits`. Tables and module hashes are checked first.
+    """
+    try:
+        result = ship_package(out_dir, gpus, root=root, package=package)
+    except (ShipError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{result.package_dir}: runtime, default/ and {', '.join(result.gpus) or 'no tuned GPU'} "
+               f"({len(result.files)} files; see SHIPPED.json)")
