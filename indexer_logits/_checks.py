@@ -2,7 +2,8 @@
 
 Every failure is a ValueError naming the argument and what was expected. Shape, dtype and
 stride checks cost no device work; `check_values=True` also reads the lengths and the block
-table (a host synchronisation), which callers skip while a CUDA graph is being captured.
+table (a host synchronisation), which callers skip while a CUDA graph is being captured, and on
+CUDA tensors unless asked for (indexer_logits._api.value_checks_enabled says when).
 """
 
 from __future__ import annotations
@@ -139,7 +140,15 @@ class PrefillArgs:
     cache_dtype: str
 
 
-def check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values: bool = True) -> PrefillArgs:
+LEGACY_WINDOW_NAMES = ("cu_seqlen_ks", "cu_seqlen_ke")
+DEEPGEMM_WINDOW_NAMES = ("cu_seq_len_k_start", "cu_seq_len_k_end")
+
+
+def check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values: bool = True,
+                  names: tuple[str, str] = LEGACY_WINDOW_NAMES) -> PrefillArgs:
+    """names: what the window arguments are called in messages (the caller's spelling: this
+    runtime's cu_seqlen_ks / cu_seqlen_ke, or DeepGEMM's cu_seq_len_k_start / cu_seq_len_k_end)."""
+    ks_name, ke_name = names
     _tensor("q", q, tuple(Q_DTYPES), 3)
     m, h, d = q.shape
     if q.stride(-1) != 1 or q.stride(-2) != d:
@@ -162,22 +171,102 @@ def check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values: bool
     if k.stride(1) != 1:
         raise ValueError(f"kv: expected K rows contiguous (stride(1) == 1), got strides {list(k.stride())}")
     _check_weights(weights, m, h, "M")
-    for name, x in (("cu_seqlen_ks", cu_seqlen_ks), ("cu_seqlen_ke", cu_seqlen_ke)):
+    for name, x in ((ks_name, cu_seqlen_ks), (ke_name, cu_seqlen_ke)):
         _tensor(name, x, (torch.int32,), 1)
         if x.shape[0] != m:
             raise ValueError(f"{name}: expected shape [M] = [{m}], got {list(x.shape)}")
-    _same_device("q", q, k=k, weights=weights, cu_seqlen_ks=cu_seqlen_ks, cu_seqlen_ke=cu_seqlen_ke)
+    _same_device("q", q, k=k, weights=weights, **{ks_name: cu_seqlen_ks, ke_name: cu_seqlen_ke})
     args = PrefillArgs(m, h, d, k.shape[0], Q_DTYPES[q.dtype])
     if check_values and m:
         ks, ke = cu_seqlen_ks.cpu(), cu_seqlen_ke.cpu()
         if bool((ks < 0).any()):
-            raise ValueError(f"cu_seqlen_ks: expected values >= 0, got min {int(ks.min())}")
+            raise ValueError(f"{ks_name}: expected values >= 0, got min {int(ks.min())}")
         if bool((ke > k.shape[0]).any()):
-            raise ValueError(f"cu_seqlen_ke: expected values <= Nk = {k.shape[0]}, got max {int(ke.max())}")
+            raise ValueError(f"{ke_name}: expected values <= Nk = {k.shape[0]}, got max {int(ke.max())}")
         if bool((ke < ks).any()):
             i = int(torch.nonzero(ke < ks)[0])
-            raise ValueError(f"cu_seqlen_ke: expected ke >= ks per row, row {i} has ks={int(ks[i])} ke={int(ke[i])}")
+            raise ValueError(f"{ke_name}: expected ke >= ks per row, row {i} has ks={int(ks[i])} ke={int(ke[i])}")
     return args
+
+
+def check_compressed_width(max_seqlen_k) -> int:
+    """DeepGEMM's max_seqlen_k: 0 (the wide [M, Nk] output) or the width of the compressed one."""
+    if isinstance(max_seqlen_k, bool) or not isinstance(max_seqlen_k, int) or max_seqlen_k < 0:
+        raise ValueError(f"max_seqlen_k: expected an int >= 0 (0: the [M, Nk] output; > 0: the compressed "
+                         f"[M, max_seqlen_k] one), got {max_seqlen_k!r}")
+    return max_seqlen_k
+
+
+def check_compressed_values(cu_seqlen_ks, cu_seqlen_ke, width: int) -> None:
+    """Every row's window fits the compressed width (reads device memory)."""
+    if cu_seqlen_ks.numel() == 0:
+        return
+    longest = int((cu_seqlen_ke.cpu().long() - cu_seqlen_ks.cpu().long()).max())
+    if longest > width:
+        raise ValueError(f"max_seqlen_k: expected >= the longest window ke - ks = {longest}, got {width}")
+
+
+# ---------------------------------------------------------------------------------------------
+# DeepGEMM's varlen decode (`indices=`, its 54e2261 generation): one query token per row, and
+# indices[t] the request of row t. DeepGEMM schedules each run of equal consecutive ids as one
+# request, reads the run's pages through the block-table row of its first row and bounds its work
+# by the length of its last row.
+
+
+def check_indices(indices, rows: int, next_n: int, device: torch.device, ref_name: str = "q") -> None:
+    """indices [rows] int32, contiguous, on `device` (ref_name's); DeepGEMM's varlen layout has next_n == 1."""
+    _tensor("indices", indices, (torch.int32,), 1)
+    if indices.shape[0] != rows:
+        raise ValueError(f"indices: expected shape [B] = [{rows}] (the request of each query row), "
+                         f"got {list(indices.shape)}")
+    if rows > 1 and indices.stride(0) != 1:
+        raise ValueError(f"indices: expected a contiguous tensor, got stride {indices.stride(0)}")
+    if next_n != 1:
+        raise ValueError(f"indices: expected next_n == 1 with indices (DeepGEMM's varlen layout: one query token "
+                         f"per row), got next_n={next_n}")
+    if indices.device != device:
+        raise ValueError(f"indices: expected device {device} (same as {ref_name}), got {indices.device}")
+
+
+def run_bounds(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first, last) row of the run of equal consecutive ids each row belongs to, int64 [rows]."""
+    n = ids.numel()
+    pos = torch.arange(n, device=ids.device)
+    if n == 0:
+        return pos, pos
+    starts = torch.ones(n, dtype=torch.bool, device=ids.device)
+    starts[1:] = ids[1:] != ids[:-1]
+    first = torch.where(starts, pos, torch.zeros_like(pos)).cummax(0).values
+    ends = torch.ones(n, dtype=torch.bool, device=ids.device)
+    ends[:-1] = starts[1:]
+    last = torch.where(ends, pos, torch.full_like(pos, n)).flip(0).cummin(0).values.flip(0)
+    return first, last
+
+
+def check_indices_values(args: "DecodeArgs", indices, context_lens, block_table) -> None:
+    """The rows of each run are one request, as DeepGEMM computes them: the same page ids inside
+    each row's valid pages as the run's first row, and no row longer than the run's last (reads
+    device memory)."""
+    first, last = run_bounds(indices.cpu().long())
+    if first.numel() == 0:
+        return
+    lens = context_lens.cpu().long().reshape(args.batch, -1)[:, -1].clamp(min=0)
+    long_rows = lens > lens[last]
+    if bool(long_rows.any()):
+        r = int(torch.nonzero(long_rows)[0])
+        raise ValueError(f"context_lens: expected no row of a run of equal indices to be longer than the run's last "
+                         f"row (DeepGEMM bounds a run's work by it), row {r} has length {int(lens[r])} > "
+                         f"{int(lens[last[r]])} of row {int(last[r])}")
+    bt = block_table.cpu()
+    pages = (lens + args.layout.page_size - 1) // args.layout.page_size
+    used = torch.arange(args.max_pages)[None, :] < pages[:, None]
+    differs = used & (bt != bt[first])
+    if bool(differs.any()):
+        r, c = (int(v) for v in torch.nonzero(differs)[0])
+        raise ValueError(f"block_table: expected the rows of a run of equal indices (one request) to hold the same "
+                         f"page ids inside their valid pages (DeepGEMM reads the run's first row for all of them), "
+                         f"row {r} column {c} holds {int(bt[r, c])}, its run's first row {int(first[r])} holds "
+                         f"{int(bt[first[r], c])}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 It is the tuner's oracle and the runtime's last-resort fallback. Memory and time scale with
 the real lengths, not with max_context_len: each request gathers only its valid pages, and
-scores are formed a chunk of tokens at a time.
+scores are formed a chunk of tokens at a time. Every function checks its arguments like the
+runtime does; check_values=False skips the checks that read lengths, page ids and windows (the
+runtime passes it after deciding on those itself). The reference reads the lengths on the host
+whatever it is told: it synchronises, and cannot be captured in a CUDA graph.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ def _scores(qf: torch.Tensor, w: torch.Tensor, k: torch.Tensor, s: torch.Tensor)
 def paged_mqa_logits_ref(q, kv_cache, weights, context_lens, block_table, max_context_len: int,
                          clean_logits: bool = True, *, scale_layout: str = "page_blocked",
                          compute_dtype: torch.dtype = torch.float32,
-                         out: torch.Tensor | None = None) -> torch.Tensor:
+                         out: torch.Tensor | None = None, check_values: bool = True) -> torch.Tensor:
     """logits [B*N, max_context_len] fp32; invalid positions are -inf (whatever clean_logits says)."""
-    a = check_decode(q, kv_cache, weights, context_lens, block_table, max_context_len, scale_layout)
+    a = check_decode(q, kv_cache, weights, context_lens, block_table, max_context_len, scale_layout,
+                     check_values=check_values)
     b, n, page = a.batch, a.next_n, a.layout.page_size
     if out is None:
         out = torch.empty((b * n, max_context_len), dtype=torch.float32, device=q.device)
@@ -54,9 +58,9 @@ def paged_mqa_logits_ref(q, kv_cache, weights, context_lens, block_table, max_co
 
 def mqa_logits_ref(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits: bool = True, *,
                    compute_dtype: torch.dtype = torch.float32, row_chunk: int = 64,
-                   out: torch.Tensor | None = None) -> torch.Tensor:
+                   out: torch.Tensor | None = None, check_values: bool = True) -> torch.Tensor:
     """logits [M, Nk] fp32; row i is valid for ks[i] <= t < ke[i], -inf elsewhere."""
-    a = check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke)
+    a = check_prefill(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, check_values=check_values)
     if a.cache_dtype == "fp8":
         k, k_scale = kv
         kf, sf = k.to(compute_dtype), k_scale.reshape(-1).to(compute_dtype)
@@ -71,7 +75,7 @@ def mqa_logits_ref(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits: boo
     qf, wf = q.to(compute_dtype), weights.to(compute_dtype)
     for r0 in range(0, a.rows, row_chunk):
         r1 = min(a.rows, r0 + row_chunk)
-        lo, hi = int(ks[r0:r1].min()), int(ke[r0:r1].max())
+        lo, hi = max(int(ks[r0:r1].min()), 0), min(int(ke[r0:r1].max()), a.keys)  # clamped: unchecked windows
         for t0 in range(lo, hi, CHUNK_TOKENS):
             t1 = min(hi, t0 + CHUNK_TOKENS)
             logits = _scores(qf[r0:r1], wf[r0:r1], kf[t0:t1], sf[t0:t1])
@@ -92,14 +96,15 @@ def _scores_rows(qf: torch.Tensor, w: torch.Tensor, k: torch.Tensor, s: torch.Te
 def paged_mqa_logits_chunked_ref(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len: int,
                                  clean_logits: bool = True, *, scale_layout: str = "page_blocked",
                                  compute_dtype: torch.dtype = torch.float32, row_chunk: int = 64,
-                                 out: torch.Tensor | None = None) -> torch.Tensor:
+                                 out: torch.Tensor | None = None, check_values: bool = True) -> torch.Tensor:
     """Chunked prefill over the paged cache: logits [M, max_context_len] fp32, row r valid for
     t < row_limit[r] in request row_request[r]'s pages, -inf elsewhere (whatever clean_logits says).
 
     Memory beyond the output: one request's valid pages (gathered once, for all its rows) and
     the scores of `row_chunk` rows x CHUNK_TOKENS positions; never a per-row gather.
     """
-    a = check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, scale_layout)
+    a = check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, scale_layout,
+                            check_values=check_values)
     if out is None:
         out = torch.empty((a.rows, max_context_len), dtype=torch.float32, device=q.device)
     out.fill_(float("-inf"))

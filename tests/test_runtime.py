@@ -437,7 +437,7 @@ def test_bad_decode_arguments_raise_naming_the_argument(index):
 def test_bad_prefill_arguments_raise_naming_the_argument():
     fp8 = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 4, 64, seed=1)
     q, kv, w, ks, ke = fp8.args()
-    with pytest.raises(ValueError, match="^cu_seqlen_ke"):
+    with pytest.raises(ValueError, match="^cu_seq_len_k_end"):
         K.fp8_mqa_logits(q, kv, w, ke, ks)  # ke < ks
     with pytest.raises(ValueError, match="^kv"):
         K.fp8_mqa_logits(q, kv[0], w, ks, ke)
