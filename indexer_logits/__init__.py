@@ -14,23 +14,11 @@ INDEXER_LOGITS_PDL = 0 | 1 (decode as a programmatic dependent launch, sm_90+; d
 See docs/RUNTIME.md.
 """
 
-from ._api import (
-    bf16_mqa_logits,
-    bf16_paged_mqa_logits,
-    bf16_paged_mqa_logits_chunked,
-    chunked_selection,
-    fp8_fp4_mqa_logits,
-    fp8_fp4_paged_mqa_logits,
-    fp8_mqa_logits,
-    fp8_paged_mqa_logits,
-    fp8_paged_mqa_logits_chunked,
-    get_num_sms,
-    get_paged_mqa_logits_metadata,
-    paged_selection,
-    ragged_selection,
-    set_num_sms,
-    value_checks_enabled,
-)
+from ._api import get_num_sms, set_num_sms, value_checks_enabled
+from ._chunked import bf16_paged_mqa_logits_chunked, chunked_selection, fp8_paged_mqa_logits_chunked
+from ._decode import (bf16_paged_mqa_logits, fp8_fp4_paged_mqa_logits, fp8_paged_mqa_logits,
+                      get_paged_mqa_logits_metadata, paged_selection)
+from ._prefill import bf16_mqa_logits, fp8_fp4_mqa_logits, fp8_mqa_logits, ragged_selection
 from ._checks import chunked_prefill_rows
 from ._dispatch import (
     Backend,

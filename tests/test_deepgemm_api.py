@@ -29,7 +29,9 @@ import pytest
 import torch
 
 import indexer_logits as K
-from indexer_logits import _api, _checks, _dispatch, _reference
+from indexer_logits import _api, _checks, _chunked, _decode, _dispatch, _prefill, _reference
+
+ENTRY_MODULES = (_decode, _prefill, _chunked)  # the modules whose entry points select a kernel
 from indexer_logits._identity import Problem
 from tuner.inputs import DecodeInputs, make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref, relative_error
@@ -63,7 +65,8 @@ def no_kernel(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("a refused call reached kernel selection")
 
-    monkeypatch.setattr(_api, "select", boom)
+    for entry_points in ENTRY_MODULES:
+        monkeypatch.setattr(entry_points, "select", boom)
 
 
 @pytest.fixture
@@ -73,8 +76,9 @@ def no_reference(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("the torch reference served a call a kernel should serve")
 
-    for name in ("mqa_logits_ref", "paged_mqa_logits_ref", "paged_mqa_logits_chunked_ref"):
-        monkeypatch.setattr(_api, name, boom)
+    for entry_points, name in ((_prefill, "mqa_logits_ref"), (_decode, "paged_mqa_logits_ref"),
+                               (_chunked, "paged_mqa_logits_chunked_ref")):
+        monkeypatch.setattr(entry_points, name, boom)
 
 
 def refusal(call, name: str, *also: str) -> str:
@@ -268,8 +272,8 @@ def test_compressed_output_in_blocks_of_rows_and_into_out(monkeypatch, no_refere
     width = int((x.cu_seqlen_ke - x.cu_seqlen_ks).max())
     whole = K.fp8_mqa_logits(*x.args(), True, width)
     keys = _kv_keys(x)
-    monkeypatch.setattr(_api, "COMPRESSED_TEMP_BYTES", 2 * (keys * 4 + width * 8))
-    assert _api._compressed_rows(x.q.shape[0], keys, width) == 2
+    monkeypatch.setattr(_prefill, "COMPRESSED_TEMP_BYTES", 2 * (keys * 4 + width * 8))
+    assert _prefill._compressed_rows(x.q.shape[0], keys, width) == 2
     blocks = K.fp8_mqa_logits(*x.args(), True, width)
     assert torch.equal(blocks, whole)
     buf = torch.full((x.q.shape[0], width + 9), float("nan"))
@@ -552,7 +556,7 @@ def test_the_entry_points_ask_the_decision_function(monkeypatch):
     for name in ("check_decode_values", "check_prefill_paged_values", "check_compressed_values"):
         real = getattr(_checks, name)
         monkeypatch.setattr(_checks, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
-    monkeypatch.setattr(_api, "check_compressed_values", _checks.check_compressed_values)
+    monkeypatch.setattr(_prefill, "check_compressed_values", _checks.check_compressed_values)
     monkeypatch.setenv(_dispatch.ENV_BACKEND, "reference")  # quick: no kernel needed to count checks
     d = make_decode_inputs(Problem(), 1, 64, seed=1)
     c = make_prefill_paged_inputs(FP8_CHUNKED, 3, 128, chunk_lens=[1, 2], seed=2)
@@ -567,8 +571,9 @@ def test_the_entry_points_ask_the_decision_function(monkeypatch):
     assert calls == ["check_decode_values", "check_prefill_paged_values", "check_compressed_values"]
     calls.clear()
     real_decide = _api.value_checks_enabled
-    monkeypatch.setattr(_api, "value_checks_enabled",
-                        lambda flag, device: real_decide(flag, torch.device("cuda") if device.type == "cpu" else device))
+    for entry_points in ENTRY_MODULES:
+        monkeypatch.setattr(entry_points, "value_checks_enabled",
+                            lambda flag, device: real_decide(flag, torch.device("cuda") if device.type == "cpu" else device))
     run()
     assert calls == [], calls
 

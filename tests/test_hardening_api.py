@@ -19,7 +19,9 @@ import pytest
 import torch
 
 import indexer_logits as K
-from indexer_logits import _api, _dispatch
+from indexer_logits import _api, _chunked, _dispatch
+from indexer_logits import _decode as decode_entry_points
+from indexer_logits import _prefill as prefill_entry_points
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs, poison_block_table
 from indexer_logits._identity import Problem
 from tuner.reference import mqa_logits_ref, paged_mqa_logits_chunked_ref, paged_mqa_logits_ref, relative_error
@@ -57,7 +59,8 @@ def no_kernel(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("a bad call reached kernel selection")
 
-    monkeypatch.setattr(_api, "select", boom)
+    for entry_points in (decode_entry_points, prefill_entry_points, _chunked):
+        monkeypatch.setattr(entry_points, "select", boom)
 
 
 def expect_refusal(call, name: str) -> str:

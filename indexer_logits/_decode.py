@@ -1,0 +1,148 @@
+"""Decode over the paged cache: fp8_paged_mqa_logits, its bf16 and fp8_fp4 twins, the metadata."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._checks import (check_decode, check_indices, check_indices_values)
+from ._dispatch import Selection, select
+from ._identity import DECODE_PAGED, problem_dict
+from ._reference import paged_mqa_logits_ref
+from ._api import (_append_doc, _expect_logits_dtype, _expect_q_dtype, _fp8_q, _no_reference_in_capture, _output, _unit_stride, _want_pdl, value_checks_enabled)
+
+
+def _decode_selection(q, a, max_context_len: int) -> Selection:
+    problem = problem_dict(DECODE_PAGED.name, a.layout.cache_dtype, a.heads, a.head_dim, a.layout.page_size,
+                           a.layout.scale_layout, a.next_n, a.lens_2d)
+    return select(q.device, problem, (a.batch, max_context_len))
+
+
+def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+           out, scale_layout, check_values, enable_pdl, indices=None) -> torch.Tensor:
+    if schedule_meta is not None and not isinstance(schedule_meta, torch.Tensor):
+        raise ValueError(f"schedule_meta: expected a tensor (get_paged_mqa_logits_metadata) or None, "
+                         f"got {type(schedule_meta).__name__}")
+    device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
+    values = value_checks_enabled(check_values, device)
+    a = check_decode(q, kv_cache, weights, context_lens, block_table, max_context_len, scale_layout,
+                     check_values=values)
+    _unit_stride("context_lens", context_lens)
+    if indices is not None:
+        check_indices(indices, a.batch, a.next_n, q.device)
+        if values:
+            check_indices_values(a, indices, context_lens, block_table)
+    out = _output(out, a.batch * a.next_n, max_context_len, q.device)
+    if a.batch == 0:
+        return out
+    sel = _decode_selection(q, a, max_context_len)
+    pdl = _want_pdl(enable_pdl, q.device, sel)
+    if sel.is_reference:
+        _no_reference_in_capture(q.device, sel)
+        return paged_mqa_logits_ref(q, kv_cache, weights, context_lens, block_table, max_context_len, clean_logits,
+                                    scale_layout=a.layout.scale_layout, out=out, check_values=False)
+    if pdl:
+        return sel.launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len, bool(clean_logits),
+                          pdl=True)
+    return sel.launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len, bool(clean_logits))
+
+
+_INDICES_DOC = """indices (DeepGEMM 54e2261's varlen decode): None, or int32 [B] with next_n == 1, indices[t]
+    the request of query row t (rows grouped by request). DeepGEMM schedules each run of equal
+    consecutive ids as one request: it reads the run's pages through the block-table row of the
+    run's first row and bounds its work by the length of its last row. The kernels here compute
+    every row from its own block-table row and length, which are the same logits whenever the
+    rows of a run hold the same page ids in their valid pages and none is longer than the run's
+    last (DeepGEMM's layout: the request's table row repeated per token); value checks verify
+    both (refusing the call otherwise), so a call that DeepGEMM would compute differently is
+    never served silently while they run."""
+
+
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                         clean_logits=False, indices=None, *, out=None, scale_layout="page_blocked",
+                         check_values: Optional[bool] = None, logits_dtype=torch.float32,
+                         enable_pdl: Optional[bool] = None) -> torch.Tensor:
+    """Decode logits over an fp8 paged index cache (DeepGEMM's argument order, both generations).
+
+    q [B, N, H, D] float8_e4m3fn; kv_cache [pages, PAGE, 1, D + 4] uint8 (scale_layout
+    "page_blocked", SGLang's and vLLM's, or "token_interleaved"); weights [B*N, H] float32;
+    context_lens [B] (causal within the N draft tokens) or [B, N] int32; block_table
+    [B, max_pages] int32; schedule_meta is accepted and ignored (our kernels need no schedule);
+    max_context_len: the output width. Returns float32 [B*N, max_context_len] (a view of `out`
+    when given). Positions past a row's length are -inf with clean_logits, else unspecified.
+    logits_dtype must be float32 (the only output dtype served). enable_pdl=True (sm_90+): a
+    programmatic dependent launch, worth it when the kernel before this one in the stream is
+    launched with PDL too (default: INDEXER_LOGITS_PDL, else off). check_values: see
+    value_checks_enabled (default: on for CPU tensors, off for CUDA ones).
+    """
+    _expect_logits_dtype(logits_dtype)
+    _expect_q_dtype(q, torch.float8_e4m3fn, "fp8_paged_mqa_logits", "bf16_paged_mqa_logits")
+    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+                  out, scale_layout, check_values, enable_pdl, indices)
+
+
+_append_doc(fp8_paged_mqa_logits, _INDICES_DOC)
+
+
+def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                             clean_logits=False, logits_dtype=torch.float32, indices=None, *, out=None,
+                             scale_layout="page_blocked", check_values: Optional[bool] = None,
+                             enable_pdl: Optional[bool] = None) -> torch.Tensor:
+    """DeepGEMM 54e2261's name for the paged decode call, served for fp8 inputs: q is (q, None)
+    (or the float8_e4m3fn q alone), the rest as for fp8_paged_mqa_logits. fp4 inputs (a q scale
+    in q[1], packed fp4 q, an fp4 cache of D/2 + 4 bytes per token) are refused with ValueError.
+    DeepGEMM 54e2261 requires 2-D context_lens [B, next_n] here; 1-D lens are served too, with
+    their causal meaning (SPEC.md). logits_dtype must be float32.
+    """
+    _expect_logits_dtype(logits_dtype)
+    q = _fp8_q(q, "fp8_fp4_paged_mqa_logits", "bf16_paged_mqa_logits")
+    if (isinstance(q, torch.Tensor) and q.dim() == 4 and isinstance(kv_cache, torch.Tensor) and kv_cache.dim() == 4
+            and kv_cache.dtype == torch.uint8 and kv_cache.shape[3] == q.shape[3] // 2 + 4):
+        raise ValueError(f"kv_cache: fp4 inputs are not served: expected {q.shape[3] + 4} bytes per token (fp8 values "
+                         f"and an fp32 scale) for D={q.shape[3]}, got {kv_cache.shape[3]} (D/2 + 4: the fp4 layout)")
+    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+                  out, scale_layout, check_values, enable_pdl, indices)
+
+
+_append_doc(fp8_fp4_paged_mqa_logits, _INDICES_DOC)
+
+
+def bf16_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                          clean_logits=False, *, out=None, scale_layout="none",
+                          check_values: Optional[bool] = None, logits_dtype=torch.float32,
+                          enable_pdl: Optional[bool] = None) -> torch.Tensor:
+    """fp8_paged_mqa_logits for a bf16 cache: q [B, N, H, D] and kv_cache [pages, PAGE, 1, D] bfloat16, no scales."""
+    _expect_logits_dtype(logits_dtype)
+    _expect_q_dtype(q, torch.bfloat16, "bf16_paged_mqa_logits", "fp8_paged_mqa_logits")
+    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+                  out, scale_layout, check_values, enable_pdl)
+
+
+def get_paged_mqa_logits_metadata(context_lens, block_kv: int, num_sms: int, indices=None) -> torch.Tensor:
+    """DeepGEMM's schedule call, for call-site compatibility: an int32 [num_sms + 1, 2] tensor of zeros
+    on context_lens' device. Our kernels take no schedule (their grid depends only on shapes), so
+    the paged functions accept and ignore it; this does no host synchronisation and is graph-safe.
+
+    indices (DeepGEMM 54e2261): None, or int32 [B] with context_lens [B] or [B, 1], the request of
+    each query row (see fp8_paged_mqa_logits). It is checked (dtype, shape, device) and changes
+    nothing in the result: the schedule it would shape is not used, and the paged call that takes
+    the same indices= computes the same logits with or without it."""
+    if not isinstance(context_lens, torch.Tensor) or context_lens.dtype != torch.int32 or context_lens.dim() not in (1, 2):
+        raise ValueError(f"context_lens: expected an int32 tensor [B] or [B, N], got "
+                         f"{getattr(context_lens, 'dtype', type(context_lens).__name__)} "
+                         f"{list(getattr(context_lens, 'shape', []))}")
+    for name, value in (("block_kv", block_kv), ("num_sms", num_sms)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    if indices is not None:
+        next_n = context_lens.shape[1] if context_lens.dim() == 2 else 1
+        check_indices(indices, context_lens.shape[0], next_n, context_lens.device, ref_name="context_lens")
+    return torch.zeros((num_sms + 1, 2), dtype=torch.int32, device=context_lens.device)
+
+
+def paged_selection(q, kv_cache, weights, context_lens, block_table, max_context_len, *,
+                    scale_layout: str = "page_blocked") -> Selection:
+    a = check_decode(q, kv_cache, weights, context_lens, block_table, max_context_len, scale_layout,
+                     check_values=False)
+    return _decode_selection(q, a, max_context_len)
