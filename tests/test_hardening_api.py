@@ -399,11 +399,13 @@ def test_chunked_bad_input_is_refused_before_any_kernel(case, no_kernel):
     expect_refusal(lambda: fn(*a.values(), **kw), name)
 
 
-def test_chunked_zero_rows_and_zero_limits():
-    out = K.fp8_paged_mqa_logits_chunked(C8.q[:0], C8.kv_cache, C8.weights[:0], C8.row_request[:0],
-                                         C8.row_limit[:0], C8.block_table, 128)
+def test_chunked_zero_rows_and_zero_limits(device):
+    # on the test's device: CPU tensors on a GPU host (no interpreter there) would get the reference
+    x = make_prefill_paged_inputs(FP8_CHUNKED, 5, 128, chunk_lens=[2, 3], seed=5, device=device)
+    out = K.fp8_paged_mqa_logits_chunked(x.q[:0], x.kv_cache, x.weights[:0], x.row_request[:0],
+                                         x.row_limit[:0], x.block_table, 128)
     assert tuple(out.shape) == (0, 128)
-    zero = C8.with_limits(torch.zeros(5, dtype=torch.int32))
+    zero = x.with_limits(torch.zeros(5, dtype=torch.int32, device=device))
     with warnings.catch_warnings():
         warnings.simplefilter("error", K.DispatchWarning)  # served by a kernel, not the reference
         out = K.fp8_paged_mqa_logits_chunked(*poison_block_table_chunked(zero).args())
