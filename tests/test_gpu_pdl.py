@@ -6,7 +6,7 @@ start), so the
 indexer's programs start while the writer may still be running. Every call must score the q
 written just before it: the logits equal those of the same call without PDL, and the
 reference's. A kernel that read q before `griddepcontrol.wait` returned would score an older q
-(scripts/gpu_pdl_check.py's `nowait` variant did, at 64 x 8K). Run on a GPU host:
+(bench/pdl.py's `nowait` variant does, at 64 x 8K). Run on a GPU host:
 python3 -m pytest -q -s -m gpu tests/test_gpu_pdl.py
 """
 

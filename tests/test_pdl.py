@@ -182,7 +182,7 @@ def test_pdl_gate_applies_only_to_pdl_modules_on_sm90_cuda(tmp_path):
 @pytest.mark.skipif(not INTERPRET, reason="the plain launch under the interpreter (PDL launches need sm_90+)")
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.bfloat16])
 def test_q_writer_copies_q_byte_for_byte(dtype):
-    """tuner.pdl_gate.write_q: the predecessor of the PDL gate, the GPU test and gpu_pdl_check.py."""
+    """tuner.pdl_gate.write_q: the predecessor of the PDL gate, the GPU test and bench/pdl.py."""
     from tuner.pdl_gate import write_q
 
     q = torch.zeros(3, 2, 64, 128).to(dtype)

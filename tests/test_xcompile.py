@@ -85,7 +85,7 @@ def test_tma_variants_compile(results, name):
 @pytest.mark.parametrize("name", ["store_run_sm90", "store_run_sm120"])
 def test_store_run_compiles_without_spills(results, name):
     """The deferred-store buffer (16 x 64 fp32 at tp12) fits in registers on both targets; on
-    sm_90 it took 80 registers, against 63 with store='tile' (scripts/xcompile_template_ab.py)."""
+    sm_90 it took 80 registers, against 63 with store='tile' (python -m bench.template_ab --xcompile)."""
     r = results[name]
     assert r.status == "ok" and r.spills == 0, r.detail
     assert r.registers > 0

@@ -15,7 +15,7 @@ Usage, from the repo root on the GPU host:
     replayed with other lengths and tables).
 (b) Timing of the settings that passed, by CUDA-graph replay over tuner.measure.timing_inputs
     (4 block tables over a >= 1 GiB pool, 8 launches a graph), against the shipped runtime
-    (tuner.bench._api_call), as scripts/gpu_ceilings.py does; each timed bucket is first checked
+    (tuner.bench._api_call), as bench/ceilings.py does; each timed bucket is first checked
     against the reference on its first input set. % of floor = floor / time, floor from
     tuner.roofline.floor_ms at the measured copy bandwidth.
 """
