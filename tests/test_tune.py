@@ -31,6 +31,7 @@ from tuner.families import family_of
 from indexer_logits._identity import Bucket, Config, Problem
 from tuner.optuna_space import OptunaSpace
 from tuner.space import InfeasibleConfig, check, default_config, feasible_points, grid_points, is_feasible, store_run_applies
+from tuner.store import Store
 from tuner.summary import BucketSummary
 from tuner.worker import FAULTS_ENV
 
@@ -424,3 +425,18 @@ def test_seed_table_times_each_buckets_shipped_config_first(tmp_path):
 def test_seed_table_names_the_option_when_missing(tmp_path):
     result = CliRunner().invoke(main, ["tune", *TINY, "--seed-table", "no_such_gpu", "--db", str(tmp_path / "t.sqlite")])
     assert result.exit_code == 2 and "--seed-table" in result.output and "indexer_logits" in result.output
+
+
+def test_run_sh_cpu_tune_needs_no_interpreter_variable(tmp_path):
+    """run.sh's CPU path runs `tune --interpret` with TRITON_INTERPRET unset: the worker and the
+    build pool must start interpreted anyway (a worker that imported Triton's own jit helpers
+    compiled, then switched, made every trial a compile_error)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    db = tmp_path / "t.sqlite"
+    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "tune", "--interpret", "--heads", "16",
+                           "--head-dim", "32", "--page-size", "32", "--batch", "2", "--context", "128",
+                           "--trials", "2", "--ask-batch", "2", "--db", str(db), "--quiet"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    statuses = [r["status"] for r in Store(db).trials()]
+    assert statuses and set(statuses) == {"ok"}, proc.stdout

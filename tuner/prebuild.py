@@ -31,7 +31,7 @@ from indexer_logits._identity import Config, Problem
 from .families import family_of
 from .gates import launch, new_output
 from .render import emit, load_module
-from .worker import pool_init
+from .worker import interpreter_env, pool_init
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,9 @@ class Prebuilder:
             self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
                                                 initializer=pool_init, initargs=(self.interpret,))
         shapes = [(s.batch, s.context, s.clean_logits) for s in shapes]
-        futures = [self._pool.submit(build_one, problem.to_json(), c.to_json(), str(self.src_dir), self.interpret, shapes)
-                   for c in configs]
+        with interpreter_env(self.interpret):  # the pool spawns its processes as work is submitted
+            futures = [self._pool.submit(build_one, problem.to_json(), c.to_json(), str(self.src_dir), self.interpret,
+                                         shapes) for c in configs]
         results = []
         deadline = time.monotonic() + self.timeout_s
         for config, future in zip(configs, futures):

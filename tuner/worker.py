@@ -23,6 +23,7 @@ illegal address (the CUDA context is lost) or one that never finishes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -54,6 +55,25 @@ class Reply:
 
 class WorkerUnavailable(RuntimeError):
     """The worker could not be (re)started or could not rebuild its inputs."""
+
+
+@contextlib.contextmanager
+def interpreter_env(interpret: bool):
+    """TRITON_INTERPRET as `interpret` says, in this process's environment, while child processes
+    are spawned: a child inherits it before its first import. That matters because some of
+    Triton's own modules (triton.language.extra.cuda) decorate @triton.jit helpers when first
+    imported, and a worker imports them (through the tuner) before set_interpreter runs; the
+    generated kernels then cannot call them ("Cannot call @triton.jit'd outside of the scope of a
+    kernel")."""
+    before = os.environ.get("TRITON_INTERPRET")
+    set_interpreter(interpret)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = before
 
 
 def set_interpreter(interpret: bool) -> None:
@@ -156,7 +176,8 @@ class Worker:
         parent_conn, child_conn = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=serve, args=(child_conn, self.interpret), name="tuner-worker",
                                        daemon=True)
-        self._proc.start()
+        with interpreter_env(self.interpret):
+            self._proc.start()
         child_conn.close()
         self._conn = parent_conn
         self._ready = False

@@ -34,6 +34,7 @@ from indexer_logits._identity import Config, Problem, variant_name
 from . import __version__
 from .render import emit, load_module, template_hash
 from .signature import build_signature
+from .worker import interpreter_env
 from .space import TARGETS, InfeasibleConfig, Target, check
 
 STATUSES = ("ok", "infeasible", "error")
@@ -272,8 +273,9 @@ def compile_many(points: Iterable[tuple[Problem, Config, Target]], jobs: int | N
     scratch_root = tempfile.mkdtemp(prefix="xcompile_")
     try:
         ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=ctx,
-                                    initializer=_worker_init, initargs=(scratch_root,)) as pool:
+        # compiled, not interpreted: the pool's processes start with TRITON_INTERPRET unset
+        with interpreter_env(False), cf.ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=ctx,
+                                                            initializer=_worker_init, initargs=(scratch_root,)) as pool:
             futures = {pool.submit(compile_variant, *points[i], max_spill_bytes): i for i in pending}
             for future in cf.as_completed(futures):
                 i = futures[future]
