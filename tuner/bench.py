@@ -113,7 +113,7 @@ def api_launches(problem: Problem, sets: Sequence, enable_pdl: Optional[bool] = 
 # candidates timed back to back; the bench's figures are the ones the goals read, and right after
 # a second of matmuls (which the bench runs at start, and the torch baselines resemble) the H200
 # still ran the 64x8K kernel 3-4% slow after 20 ms of replays and at its idle speed after 100 ms
-# (scripts/gpu_warmup_check.py, docs/PERF.md "The bench's clocks"). Every method of the bench
+# (`python -m bench.checks warmup`, docs/PERF.md "The bench's clocks"). Every method of the bench
 # warms up as long: with 20 ms for `default` and `autotune` and 100 for `shipped`, the same
 # prefill kernel (1 ms a launch, tensor-bound) read 6% slower as `shipped`, in any order: most
 # likely lower clocks after the longer stretch of power-heavy work (docs/PERF.md, "Where the goals

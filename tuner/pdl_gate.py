@@ -6,7 +6,7 @@ CUDA graph, a kernel that writes a new q (itself a PDL launch that lets its depe
 once, so the module's programs really do start early) followed by the module's PDL launch, for
 two different q, replays the graph, and requires each output to equal, bit for bit on the valid
 positions, the module's plain launch on the same q. A module that read q before its wait would
-score the other q (scripts/gpu_pdl_check.py's `nowait` variant did).
+score the other q (`python -m bench.pdl`'s `nowait` variant did).
 """
 
 from __future__ import annotations

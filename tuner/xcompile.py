@@ -190,7 +190,7 @@ def compile_variant(problem: Problem, config: Config, target: Target,
                     max_spill_bytes: int = MAX_SPILL_BYTES, template_dir: Path | None = None) -> CompileResult:
     """Build one variant for `target` and say whether it fits. Compiles in this process: call it
     from a worker (see `compile_many`) unless this process has TRITON_INTERPRET unset.
-    template_dir: render from another set of templates (a candidate, scripts/xcompile_template_ab.py)."""
+    template_dir: render from another set of templates (a candidate: `python -m bench.template_ab --xcompile`)."""
     variant = variant_name(problem, config)
     base = dict(variant=variant, target=target.name, problem=problem, config=config)
     try:
