@@ -47,6 +47,7 @@ def ptx_counts(ptx: str) -> dict[str, int]:
 
 
 def main(argv=None) -> int:
+    os.environ.pop("TRITON_INTERPRET", None)  # real compiles: before Triton's modules are first imported
     from indexer_logits._identity import Problem
     from tuner.space import TARGETS, InfeasibleConfig, check
     from tuner.xcompile import compile_kernel
@@ -64,7 +65,6 @@ def main(argv=None) -> int:
                           scale_layout="page_blocked" if args.dtype == "fp8" else "none")
     except (ValueError, TypeError) as exc:
         ap.error(f"--configs / --next-n / --dtype: {exc}")
-    os.environ.pop("TRITON_INTERPRET", None)  # real compiles (set before triton.jit reads it)
     out = args.out or Path(tempfile.mkdtemp(prefix="xcompile_ir_"))
     out.mkdir(parents=True, exist_ok=True)
     target = TARGETS[args.target]

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexer_logits as K
-import indexer_logits._api as runtime_api
+from indexer_logits import _chunked, _decode, _prefill
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs, poison_block_table
 from tuner.layouts import CacheLayout, layout_of, pack_pages, quantize_tokens, unpack_pages
 from indexer_logits._identity import DOT_DTYPES, ORIENTS, Config, Problem, canonical_json, sha256_hex, variant_name
@@ -95,8 +95,9 @@ def _no_fallback(*args, **kwargs):
 def kernel_only():
     """During the call: the runtime's reference fallbacks fail, and a DispatchWarning (a skipped
     rung, a fallback) is an error."""
-    with mock.patch.multiple(runtime_api, paged_mqa_logits_ref=_no_fallback, mqa_logits_ref=_no_fallback,
-                             paged_mqa_logits_chunked_ref=_no_fallback), warnings.catch_warnings():
+    with mock.patch.object(_decode, "paged_mqa_logits_ref", _no_fallback), \
+            mock.patch.object(_prefill, "mqa_logits_ref", _no_fallback), \
+            mock.patch.object(_chunked, "paged_mqa_logits_chunked_ref", _no_fallback), warnings.catch_warnings():
         warnings.simplefilter("error", K.DispatchWarning)
         yield
 

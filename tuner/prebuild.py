@@ -31,7 +31,8 @@ from indexer_logits._identity import Config, Problem
 from .families import family_of
 from .gates import launch, new_output
 from .render import emit, load_module
-from .worker import interpreter_env, pool_init
+from .interp import interpreter_env
+from .worker import pool_init
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ illegal address (the CUDA context is lost) or one that never finishes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
 import os
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from indexer_logits._identity import Config
 
 from .faults import hang, illegal_address
+from .interp import interpreter_env, set_interpreter
 from .tasks import Tasks, TaskFailure, classify
 
 FAULTS_ENV = "INDEXER_TUNER_FAULTS"
@@ -55,34 +55,6 @@ class Reply:
 
 class WorkerUnavailable(RuntimeError):
     """The worker could not be (re)started or could not rebuild its inputs."""
-
-
-@contextlib.contextmanager
-def interpreter_env(interpret: bool):
-    """TRITON_INTERPRET as `interpret` says, in this process's environment, while child processes
-    are spawned: a child inherits it before its first import. That matters because some of
-    Triton's own modules (triton.language.extra.cuda) decorate @triton.jit helpers when first
-    imported, and a worker imports them (through the tuner) before set_interpreter runs; the
-    generated kernels then cannot call them ("Cannot call @triton.jit'd outside of the scope of a
-    kernel")."""
-    before = os.environ.get("TRITON_INTERPRET")
-    set_interpreter(interpret)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = before
-
-
-def set_interpreter(interpret: bool) -> None:
-    """Choose Triton's CPU interpreter or the compiler for this process. Must run before any
-    generated kernel module is imported (triton.jit reads the variable at decoration)."""
-    if interpret:
-        os.environ["TRITON_INTERPRET"] = "1"
-    else:
-        os.environ.pop("TRITON_INTERPRET", None)
 
 
 def exit_with_parent(poll_s: float = 1.0) -> None:

@@ -34,7 +34,7 @@ from indexer_logits._identity import Config, Problem, variant_name
 from . import __version__
 from .render import emit, load_module, template_hash
 from .signature import build_signature
-from .worker import interpreter_env
+from .interp import interpreter_env
 from .space import TARGETS, InfeasibleConfig, Target, check
 
 STATUSES = ("ok", "infeasible", "error")
