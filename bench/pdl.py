@@ -62,7 +62,7 @@ from tuner.timing import measure_copy_bandwidth, time_cuda_graph, warm_up_gpu
 # deeper block that ends the same way is not one of them.
 WAIT_LINE = "\n        tl_cuda.gdc_wait()\n"
 CLEAN_ANCHOR = "\n    if CLEAN:\n"
-Q_ANCHOR = "\n    q_rows = b.to(tl.int64) * q_stride_b"
+Q_ANCHOR = "\n    q, w = _query("  # the split grid's q load, at the kernel's top level
 VARIANTS = ("shipped", "wait", "trigger", "trigger_end", "wait_after_lens", "nowait")
 
 

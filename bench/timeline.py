@@ -69,12 +69,15 @@ def _smid(x):
 
 '''
 
-# The first tile's probe goes before the first of these lines found in the loop (k_rows tiles;
-# store="tile": the tile's scaled logits; store="run": the unscaled ones going into the run's buffer).
-FIRST_TILE_ANCHORS = ("            logits = tl.where(t[:, None] < limit[None, :], logits, float(\"-inf\"))\n",
-                      "            run_logits = tl.where((run_rows == i)[:, None, None], logits[None, :, :], run_logits)\n")
+# The first tile's probe goes right after the tile's logits are computed (unscaled, [BLOCK_T,
+# NEXT_N]: k_rows tiles only, whatever the store mode).
+FIRST_TILE_ANCHOR = "            logits = _tile_logits(q, k, w)\n"
 FIRST_TILE_PROBE = ("            tl.store(_probe + SCALARS + offs_t[:, None] + j[None, :] * 0,\n"
                     "                     _timer_after(logits.to(tl.int32, bitcast=True)), mask=(i == 0))\n")
+# The module's constexpr flags the probes depend on (the template keeps every branch in the text).
+K_ROWS_ON = "K_ROWS: tl.constexpr = tl.constexpr(True)"
+STORE_RUN_ON = "STORE_RUN: tl.constexpr = tl.constexpr(True)"
+PER_TOKEN_ENTRIES = "IN_PAGE: tl.constexpr = tl.constexpr(False)"  # tiles over a page: one entry a token
 # (anchor, replacement); each anchor must occur exactly once in the module.
 PATCHES = [
     ("@triton.jit\ndef _decode_paged_kernel(", TIMER_SRC + "@triton.jit\ndef _decode_paged_kernel("),
@@ -101,8 +104,8 @@ PATCHES = [
 ]
 # The loop's end: right before the run's one store (store="run"), else right after the loop (inside
 # `if n_tiles > 0:`, just before the stores PATCHES puts ahead of `if CLEAN:`).
-LOOP_END_RUN = ("        tl.store(out_rows[None, None, :] + t_run",
-                "        _t_loop = _timer_after(n_tiles)\n        tl.store(out_rows[None, None, :] + t_run")
+LOOP_END_RUN = ("            tl.store(out_rows[None, None, :] + t_run",
+                "            _t_loop = _timer_after(n_tiles)\n            tl.store(out_rows[None, None, :] + t_run")
 LOOP_END_TILE = ("    _t_end = _timer_after(n_tiles)\n", "        _t_loop = _timer_after(n_tiles)\n    _t_end = _timer_after(n_tiles)\n")
 
 
@@ -110,14 +113,13 @@ def probed_source(text: str, block_t: int, first_tile: bool = True) -> str:
     """The module's source with the probes in (see the module docstring). first_tile=False leaves
     out the one probe inside the tile loop (a timer read and a predicated store every tile)."""
     patches = list(PATCHES)
-    if "        t_next = chunk_start + offs_t\n" in text:  # tiles over a page: one entry per token
+    if PER_TOKEN_ENTRIES in text:  # page_next holds one entry a token
         patches = [(a, n.replace("_timer_after(page_next)", "tl.max(_timer_after(page_next), 0)")) for a, n in patches]
-    anchor = next((a for a in FIRST_TILE_ANCHORS if a in text), None)
-    if first_tile and anchor is None:  # orient q_rows: logits [next_n, BLOCK_T]; not probed there
+    if first_tile and K_ROWS_ON not in text:  # orient q_rows: logits [next_n, BLOCK_T]; not probed there
         print("note: no first-tile probe for this module (k_rows tiles only)", file=sys.stderr)
     elif first_tile:
-        patches.append((anchor, FIRST_TILE_PROBE + anchor))
-    for anchor, new in patches + [LOOP_END_RUN if LOOP_END_RUN[0] in text else LOOP_END_TILE]:
+        patches.append((FIRST_TILE_ANCHOR, FIRST_TILE_ANCHOR + FIRST_TILE_PROBE))
+    for anchor, new in patches + [LOOP_END_RUN if STORE_RUN_ON in text else LOOP_END_TILE]:
         if text.count(anchor) != 1:
             raise SystemExit(f"probe anchor found {text.count(anchor)} times, expected once: {anchor!r} "
                              "(a split-grid fp8 decode module of the current template is needed)")

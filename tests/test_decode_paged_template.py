@@ -126,9 +126,14 @@ def test_a_width_past_the_tables_capacity_with_the_guess(store, kernel_dir, devi
 
 def test_the_guess_is_rendered_where_it_applies_only():
     """next_n = 1, more than one tile, tiles inside a page, the split grid: elsewhere the kernel
-    reads its entries after the lengths, as before (next_n = 2 timed 3-5% slower with it)."""
+    reads its entries after the lengths, as before (next_n = 2 timed 3-5% slower with it). The
+    guess is the kernel's `if GUESS:` branch; the module's GUESS constant switches it on."""
     def has_guess(problem: Problem, config: Config) -> bool:
-        return "page_guess = tl.load(" in render(problem, config)
+        text = render(problem, config)
+        on = "\nGUESS: tl.constexpr = tl.constexpr(True)\n" in text
+        assert on or "\nGUESS: tl.constexpr = tl.constexpr(False)\n" in text, "no GUESS constant"
+        assert not on or "page_guess = tl.load(" in text
+        return on
 
     assert has_guess(PROBLEM, _guess_config("native", "run"))
     assert has_guess(PROBLEM, _guess_config("native", "tile", tiles=16))
@@ -154,15 +159,33 @@ def _hint_config(tiles: int, store: str = "run", programs_per_sm: int = 0, block
 
 
 def _loads(source: str) -> list[tuple[str, str | None]]:
-    """(the pointer a tl.load reads from, its eviction_policy) for every tl.load in the module."""
+    """(the pointer a load reads from, its eviction policy or None) for every tl.load in the module,
+    and for every block-table read through the shared helper _pages (its own tl.load takes the
+    POLICY its callers pass, default none). A policy is a string or a module constant
+    (`NAME: tl.constexpr = tl.constexpr("...")`); the empty policy is none."""
+    tree = ast.parse(source)
+    constants = {node.target.id: node.value.args[0].value for node in tree.body
+                 if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                 and isinstance(node.value, ast.Call) and node.value.args and isinstance(node.value.args[0], ast.Constant)}
+    pages = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "_pages")
+    in_pages = {id(node) for node in ast.walk(pages)}
+
+    def policy(node: ast.expr) -> str | None:
+        return (node.value if isinstance(node, ast.Constant) else constants[node.id]) or None
+
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl"):
-            base = next((n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name) and n.id.endswith("_ptr")),
-                        "?")
-            policy = next((kw.value.value for kw in node.keywords if kw.arg == "eviction_policy"), None)
-            found.append((base, policy))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or id(node) in in_pages:
+            continue
+        if (isinstance(node.func, ast.Attribute) and node.func.attr == "load" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "tl"):
+            keyword = "eviction_policy"
+        elif isinstance(node.func, ast.Name) and node.func.id == "_pages":
+            keyword = "POLICY"
+        else:
+            continue
+        base = next((n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name) and n.id.endswith("_ptr")), "?")
+        found.append((base, next((policy(kw.value) for kw in node.keywords if kw.arg == keyword), None)))
     return found
 
 

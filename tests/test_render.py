@@ -279,7 +279,7 @@ def test_render_from_another_template_folder(tmp_path):
     alt = tmp_path / "templates"
     shutil.copytree(TEMPLATE_DIR, alt)
     path = alt / "decode_paged.py.jinja"
-    path.write_text(path.read_text().replace("# Problem constants.", "# Problem constants (candidate)."))
+    path.write_text(path.read_text().replace("SUPPORTS_PDL = True", "SUPPORTS_PDL = True  # (candidate)"))
     p, c = Problem(), Config()
     assert "(candidate)" in render(p, c, alt) and "(candidate)" not in render(p, c)
     assert template_hash("decode_paged", alt) != template_hash("decode_paged")
