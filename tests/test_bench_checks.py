@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import checks
+from bench import _clocks, checks
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "indexer_logits" / "tables" / "nvidia_h200" / "dispatch.json"
@@ -32,24 +32,24 @@ def test_read_samples_and_summarise(tmp_path):
         "not a time, 1, 2, 3, 4, 5",
         "2026/11/30 10:00:00.060, 1980, 3201, 130.0, 41, 0x0000000000000000",
     ]) + "\n")
-    samples = checks.read_samples(str(log))
+    samples = _clocks.read_samples(str(log))
     assert len(samples) == 4 and samples[1][1] == ["1755", "3201", "650.0", "52", "0x0000000000000004"]
     t = [s[0] for s in samples]
     assert t[1] - t[0] == pytest.approx(0.02)
-    busy = checks.summarise(samples, t[1], t[2])
+    busy = _clocks.summarise(samples, t[1], t[2])
     assert busy == "sm 1762 MHz, mem 3201 MHz, 645 W, 52 C, throttle 0x0000000000000004 (2 samples)"
-    every = checks.summarise(samples, t[0], t[3])
+    every = _clocks.summarise(samples, t[0], t[3])
     assert "(4 samples)" in every and "throttle 0x0000000000000000/0x0000000000000004" in every
-    assert checks.summarise(samples, t[3] + 1, t[3] + 2) == "no samples"
+    assert _clocks.summarise(samples, t[3] + 1, t[3] + 2) == "no samples"
     samples[0][1][0] = "[N/A]"
-    assert checks.summarise(samples, t[0], t[0]).startswith("sm ? MHz")
+    assert _clocks.summarise(samples, t[0], t[0]).startswith("sm ? MHz")
 
 
 def test_smi_gpu_is_the_first_visible(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
-    assert checks.smi_gpu() == "3"
+    assert _clocks.smi_gpu() == "3"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert checks.smi_gpu() == "0"
+    assert _clocks.smi_gpu() == "0"
 
 
 def test_page_stride_times_the_tables_entry():
