@@ -10,6 +10,23 @@ import os
 
 
 @contextlib.contextmanager
+def environ_set(name: str, value: str | None):
+    """os.environ[name] = value (None: unset) for the duration, then as it was: a child process
+    spawned meanwhile inherits it and has it before its first import."""
+    before = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def interpreter_env(interpret: bool):
     """TRITON_INTERPRET as `interpret` says, in this process's environment, while child processes
     are spawned: a child inherits it before its first import. That matters because some of
@@ -17,15 +34,7 @@ def interpreter_env(interpret: bool):
     imported, and a worker imports them (through the tuner) before set_interpreter runs; the
     generated kernels then cannot call them ("Cannot call @triton.jit'd outside of the scope of a
     kernel")."""
-    before = os.environ.get("TRITON_INTERPRET")
-    set_interpreter(interpret)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = before
+    return environ_set("TRITON_INTERPRET", "1" if interpret else None)
 
 
 def set_interpreter(interpret: bool) -> None:

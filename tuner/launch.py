@@ -19,11 +19,12 @@ import queue as _queue
 import sys
 import traceback
 import uuid
-from contextlib import contextmanager
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
+from .interp import environ_set
 from .ownership import describe_storage, open_storage
 from .optuna_space import OptunaSpace, study_name
 from .render import template_hash
@@ -85,22 +86,10 @@ def _child(slot: Slot, settings: TuneSettings, events) -> None:
         events.put(("error", slot.index, traceback.format_exc()[-4000:]))
 
 
-@contextmanager
-def _pinned(device: Optional[str]) -> Iterator[None]:
+def _pinned(device: Optional[str]):
     """CUDA_VISIBLE_DEVICES=device in this process's environment while a worker is started (a
     spawned process inherits it, and has it before its first import); then as it was."""
-    if device is None:
-        yield
-        return
-    old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = device
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = old
+    return contextlib.nullcontext() if device is None else environ_set("CUDA_VISIBLE_DEVICES", device)
 
 
 def launch(slots: list[Slot], settings: TuneSettings, on_event: Callable[[tuple], None]) -> tuple[dict, dict]:
