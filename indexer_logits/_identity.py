@@ -258,13 +258,18 @@ def problem_key(problem: Mapping[str, Any]) -> str:
     return sha256_hex(canonical_json({f: problem[f] for f in PROBLEM_FIELDS}))
 
 
+def default_scale_layout(cache_dtype: str) -> str:
+    """A dtype's own scale layout: page_blocked for fp8, none (no scales) for bf16."""
+    return ScaleLayout.NONE.value if cache_dtype == "bf16" else ScaleLayout.PAGE_BLOCKED.value
+
+
 def problem_dict(family: str, cache_dtype: str, heads: int, head_dim: int, page_size: int = 0,
                  scale_layout: str | None = None, next_n: int = 1, lens_2d: bool = False) -> dict:
     """The runtime's problem for a call (the fields of Problem, unvalidated: the API checked the
     arguments). A ragged family ignores page_size; scale_layout defaults to the dtype's own."""
     kind = family_kind(family)
     if scale_layout is None or not kind.paged:
-        scale_layout = ScaleLayout.NONE.value if cache_dtype == "bf16" else ScaleLayout.PAGE_BLOCKED.value
+        scale_layout = default_scale_layout(cache_dtype)
     return {"family": kind.name, "q_dtype": cache_dtype, "cache_dtype": cache_dtype,
             "page_size": page_size if kind.paged else 0, "scale_layout": scale_layout, "heads": heads,
             "head_dim": head_dim, "next_n": next_n if kind.decode else 1,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from indexer_logits._identity import Bucket, Config, FamilyKind, Problem
+from indexer_logits._identity import Bucket, Config, FamilyKind, Problem, default_scale_layout
 
 # One gate: (stage name, fn(module, problem, inputs, clean_logits, seed) -> relative error or None).
 GateStep = tuple[str, Callable[..., Any]]
@@ -62,7 +62,7 @@ class Family:
 
     def default_problems(self, dtype: str, page_size: int, heads: int, head_dim: int) -> list[Problem]:
         """The problems a family default is emitted for at these shapes (tuner.tables)."""
-        layout = "page_blocked" if dtype == "fp8" else "none"
+        layout = default_scale_layout(dtype)
         return [Problem(self.name, dtype, dtype, page_size if self.kind.paged else 0, layout, heads, head_dim, 1,
                         "1d")]
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import torch
 
-from indexer_logits._identity import DECODE_PAGED, Bucket, Config, Problem
+from indexer_logits._identity import Bucket, Config, DECODE_PAGED, Problem, default_scale_layout
 
 from ..buckets import DECODE_LENS_MODES, DEFAULT_DECODE_CONTEXTS, SGLANG_DECODE_BATCHES
 from ..gates import graph_gate, poison_gate
@@ -46,13 +46,13 @@ class DecodePaged(Family):
 
     def problems(self, dtype: str, next_ns: Sequence[int], page_size: int, scale_layout: str | None, heads: int,
                  head_dim: int, lens_mode: str) -> list[Problem]:
-        layout = scale_layout or ("none" if dtype == "bf16" else "page_blocked")
+        layout = scale_layout or default_scale_layout(dtype)
         return [Problem(family=self.name, q_dtype=dtype, cache_dtype=dtype, page_size=page_size, scale_layout=layout,
                         heads=heads, head_dim=head_dim, next_n=n, lens_mode=lens_mode)
                 for n in sorted(set(next_ns))]
 
     def default_problems(self, dtype, page_size, heads, head_dim) -> list[Problem]:
-        layout = "page_blocked" if dtype == "fp8" else "none"
+        layout = default_scale_layout(dtype)
         return [Problem(self.name, dtype, dtype, page_size, layout, heads, head_dim, n, lens)
                 for n in range(1, 5) for lens in ("1d", "2d")]
 

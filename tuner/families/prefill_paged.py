@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import torch
 
-from indexer_logits._identity import PREFILL_PAGED, Config, Problem
+from indexer_logits._identity import Config, PREFILL_PAGED, Problem, default_scale_layout
 
 from ..buckets import DEFAULT_CHUNKED_WIDTHS, DEFAULT_PREFILL_ROWS
 from ..gates import chunked_graph_gate, poison_gate
@@ -31,7 +31,7 @@ class PrefillPaged(PrefillFamily):
     def problems(self, dtype: str, next_ns: Sequence[int], page_size: int, scale_layout: str | None, heads: int,
                  head_dim: int, lens_mode: str) -> list[Problem]:
         # The decode cache (page size, scale layout as for decode); each query row has its own limit.
-        layout = scale_layout or ("none" if dtype == "bf16" else "page_blocked")
+        layout = scale_layout or default_scale_layout(dtype)
         if any(n != 1 for n in next_ns):
             raise ValueError(f"next_n: prefill_paged takes next_n=1 (each query row has its own limit), "
                              f"got {list(next_ns)}")

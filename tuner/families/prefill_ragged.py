@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
-from indexer_logits._identity import PREFILL_RAGGED, Config, Problem
+from indexer_logits._identity import Config, PREFILL_RAGGED, Problem, default_scale_layout
 
 from ..buckets import DEFAULT_PREFILL_KEYS, DEFAULT_PREFILL_ROWS
 from ..inputs import PrefillInputs, make_prefill_inputs
@@ -26,7 +26,7 @@ class PrefillRagged(PrefillFamily):
 
     def problems(self, dtype: str, next_ns: Sequence[int], page_size: int, scale_layout: str | None, heads: int,
                  head_dim: int, lens_mode: str) -> list[Problem]:
-        layout = scale_layout or ("none" if dtype == "bf16" else "page_blocked")
+        layout = scale_layout or default_scale_layout(dtype)
         if layout == "token_interleaved":
             raise ValueError("scale_layout: prefill_ragged keeps scales in a separate tensor; "
                              "use page_blocked (fp8) or none (bf16)")
