@@ -1,0 +1,160 @@
+"""Host time of one eager call: where the microseconds go between the Python call and the launch.
+
+    python3 -m bench.eager [--calls 2000] [--out DIR]
+
+For decode (fp8, paged) and prefill (fp8, ragged K), at a tiny shape (the GPU finishes each
+kernel before the host issues the next, so calls per second measure the host) and at the
+shapes issue 26 names (64x8K decode, 1024x8K prefill: eager time per call, host and GPU
+together), it prints the mean host microseconds of: the whole API call, the argument checks,
+the dispatch lookup, the module's launch(), and inside it the cache views, the grid, the TMA
+descriptor and the JIT launch; then the top functions of a cProfile of the whole call.
+Needs a CUDA device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+
+
+def _us(fn, calls: int) -> float:
+    import torch
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def _eager_us(fn, calls: int) -> float:
+    """Per call, host and GPU together (synchronised at the end)."""
+    import torch
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def decode_inputs(batch: int, context: int, page: int = 64, heads: int = 64, dim: int = 128):
+    import torch
+    pages_per = (context + page - 1) // page
+    pool = batch * pages_per + 8
+    q = torch.randn(batch, 1, heads, dim, device="cuda").to(torch.float8_e4m3fn)
+    kv = torch.randint(0, 120, (pool, page, 1, dim + 4), dtype=torch.uint8, device="cuda")
+    kv.view(pool, -1)[:, page * dim:].view(torch.float32).fill_(0.01)
+    w = torch.randn(batch, heads, device="cuda")
+    lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+    bt = torch.randperm(pool, device="cuda")[: batch * pages_per].view(batch, pages_per).to(torch.int32)
+    out = torch.empty(batch, context, device="cuda")
+    return q, kv, w, lens, bt, out
+
+
+def prefill_inputs(rows: int, keys: int, heads: int = 64, dim: int = 128):
+    import torch
+    q = torch.randn(rows, heads, dim, device="cuda").to(torch.float8_e4m3fn)
+    k = torch.randn(keys, dim, device="cuda").to(torch.float8_e4m3fn)
+    ks_scale = torch.rand(keys, device="cuda")
+    w = torch.randn(rows, heads, device="cuda")
+    ks = torch.zeros(rows, dtype=torch.int32, device="cuda")
+    ke = torch.arange(keys - rows + 1, keys + 1, dtype=torch.int32, device="cuda").clamp(min=1)
+    out = torch.empty(rows, keys, device="cuda")
+    return q, (k, ks_scale), w, ks, ke, out
+
+
+def _profile(fn, calls: int, lines: int = 22) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(lines)
+    return s.getvalue()
+
+
+def decode_phases(il, batch: int, context: int, calls: int) -> dict:
+    import torch
+    from indexer_logits._checks import check_decode
+    from indexer_logits._decode import _decode_selection
+    q, kv, w, lens, bt, out = decode_inputs(batch, context)
+    full = lambda: il.fp8_paged_mqa_logits(q, kv, w, lens, bt, None, context, out=out)  # noqa: E731
+    a = check_decode(q, kv, w, lens, bt, context, "page_blocked", check_values=False)
+    sel = _decode_selection(q, a, context)
+    mod = sys.modules[sel.launch.__module__]
+    row = {"case": f"decode {batch}x{context}", "rung": sel.rung, "variant": sel.variant,
+           "full_us": _us(full, calls),
+           "checks_us": _us(lambda: check_decode(q, kv, w, lens, bt, context, "page_blocked", check_values=False), calls),
+           "select_us": _us(lambda: _decode_selection(q, a, context), calls),
+           "launch_us": _us(lambda: sel.launch(q, kv, w, lens, bt, out, context, False), calls)}
+    kv2, scales, ps, sps = mod._cache_views(kv)
+    row["views_us"] = _us(lambda: mod._cache_views(kv), calls)
+    row["grid_us"] = _us(lambda: mod._grid(batch, context, q.device), calls)
+    row["desc_us"] = _us(lambda: mod._cache_descriptor(kv2, kv.shape[0], ps), calls)
+    row["empty_us"] = _us(lambda: torch.empty(batch, context, device="cuda"), calls)
+    row["eager_us"] = _eager_us(full, max(200, calls // 10))
+    row["profile"] = _profile(full, calls)
+    return row
+
+
+def prefill_phases(il, rows: int, keys: int, calls: int) -> dict:
+    import torch
+    from indexer_logits._checks import check_prefill
+    from indexer_logits._prefill import _ragged_selection, _split_kv
+    q, kv, w, ks, ke, out = prefill_inputs(rows, keys)
+    full = lambda: il.fp8_mqa_logits(q, kv, w, ks, ke, out=out)  # noqa: E731
+    a = check_prefill(q, kv, w, ks, ke, check_values=False)
+    sel = _ragged_selection(q, a)
+    k, k_scale = _split_kv(q, kv)
+    row = {"case": f"prefill {rows}x{keys}", "rung": sel.rung, "variant": sel.variant,
+           "full_us": _us(full, calls),
+           "checks_us": _us(lambda: check_prefill(q, kv, w, ks, ke, check_values=False), calls),
+           "select_us": _us(lambda: _ragged_selection(q, a), calls),
+           "launch_us": _us(lambda: sel.launch(q, k, k_scale, w, ks, ke, out, True), calls),
+           "empty_us": _us(lambda: torch.empty(rows, keys, device="cuda"), calls)}
+    row["eager_us"] = _eager_us(full, max(200, calls // 10))
+    row["profile"] = _profile(full, calls)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
+    args = ap.parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        from ._common import no_cuda
+        return no_cuda()
+    import indexer_logits as il
+    rows = [decode_phases(il, 1, 256, args.calls), decode_phases(il, 64, 8192, args.calls),
+            prefill_phases(il, 16, 512, args.calls), prefill_phases(il, 1024, 8192, args.calls)]
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "eager.json").write_text(json.dumps(rows, indent=1))
+    for r in rows:
+        print(f"--- {r['case']} ({r['rung']} {r['variant']}): cProfile of {args.calls} calls")
+        print("\n".join(r["profile"].splitlines()[:40]))
+    keys = [k for k in rows[0] if k.endswith("_us")]
+    print("case".ljust(22) + "".join(k[:-3].rjust(9) for k in keys))
+    for r in rows:
+        print(r["case"].ljust(22) + "".join((f"{r[k]:9.1f}" if k in r else " " * 9) for k in keys))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""bench/eager.py: the command line, its refusal without a GPU, and on a GPU one run whose rows name
+the kernel that served each case (never the reference) and whose phases are positive."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "bench.eager", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_help_names_the_phases():
+    proc = _run("--help")
+    assert proc.returncode == 0
+    assert "--calls" in proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_refuses_without_a_gpu():
+    proc = _run("--calls", "10")
+    assert proc.returncode == 2
+    assert "no CUDA device" in proc.stderr
+
+
+@pytest.mark.gpu
+def test_rows_name_a_kernel_and_positive_phases(tmp_path):
+    proc = _run("--calls", "50", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads((tmp_path / "eager.json").read_text())
+    assert [r["case"].split()[0] for r in rows] == ["decode", "decode", "prefill", "prefill"]
+    for r in rows:
+        assert r["rung"] != "reference" and r["variant"]
+        assert 0 < r["checks_us"] < r["full_us"] and 0 < r["launch_us"] < r["full_us"]
