@@ -108,7 +108,49 @@ def decode_phases(il, batch: int, context: int, calls: int) -> dict:
     row["empty_us"] = _us(lambda: torch.empty(batch, context, device="cuda"), calls)
     row["eager_us"] = _eager_us(full, max(200, calls // 10))
     row["profile"] = _profile(full, calls)
+    try:
+        row["direct_us"], row["direct_err"] = _direct_decode(mod, q, kv, w, lens, bt, out, batch, context, calls)
+    except Exception as exc:  # an experiment on Triton's internals: report, do not fail the run
+        row["direct_err"] = f"{type(exc).__name__}: {exc}"
     return row
+
+
+def _direct_decode(mod, q, kv, w, lens, bt, out, batch, context, calls):
+    """The decode module's kernel launched through its CompiledKernel's launcher, skipping
+    JITFunction.run (the binder, the cache key, the globals check): what a cached launch would
+    cost. Triton 3.6's internals; returns (host us per call, max abs difference to launch())."""
+    import torch
+    import triton
+    jit = mod._decode_paged_kernel
+    kv2, scales, ps, sps = mod._cache_views(kv)
+    grid = mod._grid(batch, context, q.device)
+    desc, use_tma = mod._cache_descriptor(kv2, kv.shape[0], ps)
+    pos = [q, kv2, desc, scales, w, lens, bt, out, q.stride(0), q.stride(1), ps, sps, w.stride(0), 0, bt.stride(0),
+           out.stride(0), bt.shape[1], mod._guess_per(context), context, batch]
+    kw = dict(CLEAN=False, BATCH_POW2=triton.next_power_of_2(batch), USE_TMA=use_tma, PDL=False, launch_pdl=False,
+              num_warps=mod.NUM_WARPS, num_stages=mod.NUM_STAGES)
+    compiled = jit.run(*pos, grid=grid, warmup=True, **kw)
+    device = torch.cuda.current_device()
+    binder = jit.device_caches[device][4]
+    bound = binder(*pos, **kw)[0]
+    names = list(bound.keys())
+    n_pos = len(pos)
+    consts = [bound[n] for n in names[n_pos:]]
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    fn, meta = compiled.function, compiled.packed_metadata
+    get_stream = triton.runtime.driver.active.get_current_stream
+
+    def launch():
+        compiled.run(g[0], g[1], g[2], get_stream(device), fn, meta, None, None, None, *pos, *consts)
+
+    ref = out.clone()
+    mod.launch(q, kv, w, lens, bt, ref, context, False)
+    out.fill_(0)
+    launch()
+    torch.cuda.synchronize()
+    n = min(batch, 4)
+    diff = float((out[:n] - ref[:n]).abs().max())
+    return _us(launch, calls), f"max |direct - launch()| = {diff}"
 
 
 def prefill_phases(il, rows: int, keys: int, calls: int) -> dict:
@@ -149,6 +191,8 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"--- {r['case']} ({r['rung']} {r['variant']}): cProfile of {args.calls} calls")
         print("\n".join(r["profile"].splitlines()[:40]))
+        if "direct_err" in r:
+            print(f"direct launch: {r.get('direct_us', 'n/a')} us; {r['direct_err']}")
     keys = [k for k in rows[0] if k.endswith("_us")]
     print("case".ljust(22) + "".join(k[:-3].rjust(9) for k in keys))
     for r in rows:
