@@ -17,6 +17,7 @@ from commands.common import GENERATED, ROOT
 from commands.measure import bench, report
 from commands.tables import emit, ship, verify
 from commands.tuning import merge_db, tune
+from indexer_logits import _versions
 from tuner import __version__
 from tuner.envinfo import current
 
@@ -33,8 +34,10 @@ def main() -> None:
 def info(as_json: bool) -> None:
     """Show the GPU (or "no GPU"), compute capability, versions, and which tables are shipped."""
     env = current()
-    tables = sorted(str(p.relative_to(ROOT)) for p in GENERATED.glob("*/dispatch.json"))
-    data = {"tool": __version__, **env.to_dict(), "shipped_tables": tables}
+    paths = sorted([*GENERATED.glob("*/dispatch.json"), *GENERATED.glob("*/triton-*/dispatch.json")])
+    tables = [str(p.relative_to(ROOT)) for p in paths]
+    tuned_under = {t: _versions.table_triton(json.loads(p.read_text())) for t, p in zip(tables, paths)}
+    data = {"tool": __version__, **env.to_dict(), "shipped_tables": tables, "tables_triton": tuned_under}
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -44,7 +47,12 @@ def info(as_json: bool) -> None:
     else:
         click.echo("GPU:        no GPU (kernels run under TRITON_INTERPRET=1 on CPU tensors)")
     click.echo(f"versions:   torch {env.torch}, triton {env.triton}, CUDA {env.cuda or '-'}, Python {env.python}")
-    click.echo("tables:     " + (", ".join(tables) if tables else "none shipped yet"))
+    click.echo(f"triton:     running {_versions.running_triton() or 'not installed'}")
+    if not tables:
+        click.echo("tables:     none shipped yet")
+    for i, t in enumerate(tables):
+        mark = "" if _versions.minor_of(tuned_under[t]) in (None, _versions.minor_of(env.triton)) else "  (another minor)"
+        click.echo(f"{'tables:' if i == 0 else '':<12}{t}  tuned under triton {tuned_under[t] or '?'}{mark}")
 
 
 for command in (tune, merge_db, emit, verify, bench, report, ship, check):

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from . import _versions
 from ._identity import INTERPRETER_DOT_DTYPES, PROBLEM_FIELDS, family_kind, problem_key, slugify
 # The table names are re-exported: the public API and the tuner reach the tables through here.
 from ._tables import (CPU_SLUG, DEFAULT_SLUG, ENV_TABLE_DIR, FORMAT, PACKAGE_DIR, TABLE_FILE,  # noqa: F401
@@ -109,6 +110,7 @@ class _Device:
 
 _DEVICES: dict[str, _Device] = {}
 _TABLES: dict[tuple, Any] = {}  # dict, None (absent) or the DispatchTableError
+_TABLE_DIRS: dict[tuple, Path] = {}  # the directory each _TABLES entry was read from
 _SELECTIONS: dict[tuple, Selection] = {}
 _WARNED: set[str] = set()
 _LOCK = threading.RLock()
@@ -153,19 +155,30 @@ def clear_cache() -> None:
     with _LOCK:
         _DEVICES.clear()
         _TABLES.clear()
+        _TABLE_DIRS.clear()
         _SELECTIONS.clear()
         _WARNED.clear()
 
 
 def _table(root: Path, slug: str, dev: _Device, strict: bool) -> Optional[dict]:
-    """The validated table of `slug` under root (cached), None when absent or refused."""
+    """The validated table of `slug` under root (cached), None when absent or refused. Of the
+    slug's side-by-side tables (one per Triton it was tuned under) it is the one _versions picks."""
     key = (str(root), slug, dev.compute_capability)
     if key not in _TABLES:
-        path = root / slug / TABLE_FILE
+        running = _versions.running_triton()
+        tdir = _versions.pick_table_dir(root / slug, running) or root / slug
+        path = tdir / TABLE_FILE
+        _TABLE_DIRS[key] = tdir
         try:
             _TABLES[key] = load_table(path, slug, dev.compute_capability) if path.is_file() else None
         except DispatchTableError as exc:
             _TABLES[key] = exc
+        loaded = _TABLES[key]
+        if isinstance(loaded, dict) and slug != DEFAULT_SLUG:
+            msg = _versions.mismatch_message(path, root / slug, _versions.table_triton(loaded), running)
+            if msg is not None and f"triton:{path}" not in _WARNED:
+                _WARNED.add(f"triton:{path}")
+                _versions.LOGGER.warning(msg)
     table = _TABLES[key]
     if isinstance(table, DispatchTableError):
         if strict:
@@ -173,6 +186,11 @@ def _table(root: Path, slug: str, dev: _Device, strict: bool) -> Optional[dict]:
         warn_once(f"table:{root / slug}", f"indexer logits: {table}; using the next rung of the ladder")
         return None
     return table
+
+
+def _table_dir(root: Path, slug: str, dev: _Device) -> Path:
+    """The directory of the table _table() served for slug (its modules lie beside it)."""
+    return _TABLE_DIRS.get((str(root), slug, dev.compute_capability), root / slug)
 
 
 def _supports_pdl(module: ModuleType) -> bool:
@@ -191,13 +209,13 @@ def _usable(info: dict, interp: bool) -> bool:
     return info["config"].get("dot_dtype") in INTERPRETER_DOT_DTYPES.get(info["problem"].get("cache_dtype"), ())
 
 
-def _try_load(root: Path, slug: str, table: dict, variant: str, strict: bool) -> Optional[ModuleType]:
+def _try_load(tdir: Path, table: dict, variant: str, strict: bool) -> Optional[ModuleType]:
     try:
-        return load_kernel(root / slug, variant, table["modules"][variant])
+        return load_kernel(tdir, variant, table["modules"][variant])
     except DispatchTableError as exc:
         if strict:
             raise
-        warn_once(f"module:{root / slug / table['modules'][variant]['file']}",
+        warn_once(f"module:{tdir / table['modules'][variant]['file']}",
                   f"indexer logits: {exc}; using the next rung of the ladder")
         return None
 
@@ -213,11 +231,12 @@ def _tuned(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: b
             continue
         eb = (e["bucket"]["batch"], e["bucket"]["context"])
         cands.append((eb != bucket, bucket_distance(eb, bucket), eb, e["variant"]))
+    tdir = _table_dir(root, dev.slug, dev)
     for not_exact, _, eb, variant in sorted(cands):
-        module = _try_load(root, dev.slug, table, variant, strict)
+        module = _try_load(tdir, table, variant, strict)
         if module is not None:
             return Selection("nearest" if not_exact else "exact", problem, bucket, variant,
-                             str(root / dev.slug / TABLE_FILE), eb, module.launch, _supports_pdl(module))
+                             str(tdir / TABLE_FILE), eb, module.launch, _supports_pdl(module))
     return None
 
 
@@ -232,9 +251,10 @@ def _default(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict:
         variant = (table.get(section) or {}).get(pkey)
         if variant is None or not _usable(table["modules"][variant], interp):
             continue
-        module = _try_load(root, slug, table, variant, strict_here)
+        tdir = _table_dir(root, slug, dev)
+        module = _try_load(tdir, table, variant, strict_here)
         if module is not None:
-            return Selection("default", problem, bucket, variant, str(root / slug / TABLE_FILE), None, module.launch,
+            return Selection("default", problem, bucket, variant, str(tdir / TABLE_FILE), None, module.launch,
                              _supports_pdl(module))
     return None
 

@@ -6,6 +6,7 @@ Layout on disk (the table directory is this package's tables/ folder, or $INDEXE
 
     <dir>/<gpu_slug>/dispatch.json   tuned on that GPU (slug of torch.cuda.get_device_name)
     <dir>/<gpu_slug>/<variant>.py    the frozen modules it names
+    <dir>/<gpu_slug>/triton-X.Y/     optional: the same, tuned under another Triton (_versions picks)
     <dir>/default/dispatch.json      family defaults for any GPU (and CPU-interpreter variants)
 
 The format is documented in docs/RUNTIME.md.
