@@ -12,6 +12,7 @@ import torch
 import tuner.tables
 from tuner.ship import ShipError
 from tuner.ship import ship as ship_package
+from tuner.wheel import build_wheel
 from tuner.tables import gpu_slugs, open_store_if_present
 from tuner.verify import format_rows, verify_tables
 
@@ -110,19 +111,28 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool
 
 @click.command()
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder to create the package in.")
+              help="Folder to create the package in (with --wheel: the folder the .whl is written to).")
 @click.option("--gpu", "gpus", multiple=True, help="GPU slug to ship (repeatable). [default: every emitted table]")
 @click.option("--package", default="indexer_logits", show_default=True, help="Name of the shipped Python package.")
 @click.option("--root", default=GENERATED, show_default=True,
               type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Folder holding the emitted <gpu_slug>/ and default/ tables.")
-def ship(out_dir: Path, gpus, package: str, root: Path) -> None:
+@click.option("--wheel", "as_wheel", is_flag=True,
+              help="Write OUT/<package>-<version>-py3-none-any.whl instead of a folder: `pip install` it.")
+def ship(out_dir: Path, gpus, package: str, root: Path, as_wheel: bool) -> None:
     """Copy the runtime plus the chosen GPUs' modules and tables into a self-contained folder.
 
     The result, OUT/<package>/, needs only torch and triton: put OUT on sys.path and
     `from <package> import fp8_paged_mqa_logits`. Tables and module hashes are checked first.
+    With --wheel the same files become a reproducible wheel (stdlib only, no network) that
+    declares torch and triton with pyproject.toml's floors.
     """
     try:
+        if as_wheel:
+            built = build_wheel(out_dir, gpus, root=root, package=package)
+            click.echo(f"{built.path}: runtime, default/ and {', '.join(built.gpus) or 'no tuned GPU'} "
+                       f"({built.files} files; sha256 {built.sha256[:16]}...)")
+            return
         result = ship_package(out_dir, gpus, root=root, package=package)
     except (ShipError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
