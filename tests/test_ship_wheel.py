@@ -123,3 +123,29 @@ def test_wheel_errors_name_the_argument(emitted, tmp_path):  # noqa: F811
     module.write_text(module.read_text() + "# edited\n")
     res = _build(tmp_path / "o", root)
     assert res.exit_code != 0 and str(module) in res.output and not (tmp_path / "o" / WHEEL).exists()
+
+
+def test_side_by_side_tables_ship_and_are_checked(emitted, tmp_path):  # noqa: F811
+    root = tmp_path / "tables"
+    shutil.copytree(emitted, root)
+    shutil.copytree(root / "cpu", root / "cpu" / "triton-3.8")  # a table tuned under another Triton
+    assert _build(tmp_path / "o", root, "--gpu", "cpu").exit_code == 0
+    module = f"{variant_name(FP8_N1, CFG_SMALL)}.py"
+    with zipfile.ZipFile(tmp_path / "o" / WHEEL) as zf:
+        names = set(zf.namelist())
+    assert {f"indexer_logits/tables/cpu/triton-3.8/{n}" for n in ("dispatch.json", module)} <= names
+    edited = root / "cpu" / "triton-3.8" / module
+    edited.write_text(edited.read_text() + "# edited\n")
+    res = _build(tmp_path / "p", root, "--gpu", "cpu")
+    assert res.exit_code != 0 and str(edited) in res.output, res.output
+
+
+def test_the_checkouts_own_tables_make_a_wheel(tmp_path):
+    res = CliRunner().invoke(cli.main, ["ship", "--wheel", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    wheel = tmp_path / WHEEL
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert {n.split("/")[0] for n in names} == {"indexer_logits", "indexer_logits-0.1.0.dist-info"}
+    assert "indexer_logits/tables/default/dispatch.json" in names and check_record(wheel) == []
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)

@@ -2,6 +2,7 @@
 
     <out>/<package>/                    the runtime (every indexer_logits/*.py file)
     <out>/<package>/tables/<gpu_slug>/  each chosen GPU's dispatch.json and the modules it names
+    <out>/<package>/tables/<gpu_slug>/triton-X.Y/  its tables tuned under other Tritons, when it has any
     <out>/<package>/tables/default/     the family defaults
     <out>/<package>/SHIPPED.json what was shipped: the GPUs, the tool version, every file's sha256
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from indexer_logits import _dispatch
+from indexer_logits import _dispatch, _versions
 from . import __version__
 
 RUNTIME_DIR = _dispatch.PACKAGE_DIR
@@ -40,8 +41,8 @@ def available_gpus(root: Path) -> list[str]:
                   if p.parent.name != _dispatch.DEFAULT_SLUG)
 
 
-def _checked_table(root: Path, slug: str) -> dict:
-    path = Path(root) / slug / _dispatch.TABLE_FILE
+def _checked_table(table_dir: Path, slug: str) -> dict:
+    path = Path(table_dir) / _dispatch.TABLE_FILE
     if not path.is_file():
         raise ShipError(f"{path}: no table (run `python cli.py emit` first)")
     table = _dispatch.load_table(path, slug)
@@ -66,7 +67,10 @@ def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = _dispatch
     unknown = [g for g in chosen if g not in known]
     if unknown:
         raise ShipError(f"--gpu: no table for {unknown} under {root}; tables: {known or 'none'}")
-    tables = {slug: _checked_table(root, slug) for slug in chosen + [_dispatch.DEFAULT_SLUG]}
+    # every side-by-side table of a slug ships: the runtime picks one by the Triton it runs
+    dirs = {slug: [d for d, _ in _versions.candidates(root / slug)] or [root / slug]
+            for slug in chosen + [_dispatch.DEFAULT_SLUG]}
+    tables = {d.relative_to(root).as_posix(): _checked_table(d, slug) for slug, ds in dirs.items() for d in ds}
     target = Path(out) / package
     if target.exists():
         if not (target / MANIFEST).is_file():
@@ -76,11 +80,11 @@ def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = _dispatch
     result = ShipResult(target, chosen)
     for src in sorted(RUNTIME_DIR.glob("*.py")):
         shutil.copyfile(src, target / src.name)
-    for slug, table in tables.items():
-        (target / "tables" / slug).mkdir(parents=True)
+    for rel, table in tables.items():
+        (target / "tables" / rel).mkdir(parents=True)
         names = [_dispatch.TABLE_FILE] + sorted(info["file"] for info in table["modules"].values())
         for name in names:
-            shutil.copyfile(root / slug / name, target / "tables" / slug / name)
+            shutil.copyfile(root / rel / name, target / "tables" / rel / name)
     for path in sorted(target.rglob("*")):
         if path.is_file():
             result.files[path.relative_to(target).as_posix()] = _dispatch.file_sha256(path)
