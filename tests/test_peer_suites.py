@@ -1,0 +1,432 @@
+"""The peers' own indexer tests, run against this runtime through `import indexer_logits as
+deep_gemm` (issue 26's 'Done when'): their generators, their calls (names, keywords, positional
+order) and their pass criteria, re-written from reading them:
+
+- DeepGEMM tests/test_attention.py at 0f5f266 (2026-01-16): test_mqa_logits (H=64, D=128, the
+  causal and context-parallel windows, plain and compressed output) and test_paged_mqa_logits
+  (page 64, 1-D lens with clean_logits=True and the exact -inf mask, 2-D lens with
+  clean_logits=False); the stored version 00b1d2d adds page 32 (one case here, xfail);
+- DeepGEMM tests/test_attention.py at 54e2261 (2026-06-23), its SM90 cases: fp8_fp4_mqa_logits
+  and fp8_fp4_paged_mqa_logits with (q, None), H in {32, 64}, D in {32, 64, 128} (prefill) and
+  128 (paged), logits_dtype float32 and bf16, 2-D lens, the 'simulated' criterion (calc_diff
+  against the reference on the dequantized inputs < 5e-6, 3e-5 with bf16 logits) and the
+  self-consistency check (repeated calls bitwise equal, 20 times on the GPU, once on CPU);
+- vLLM tests/kernels/attention/test_deepgemm_attention.py at 00a817a: H=32, D=128, prefill
+  512 x 1024 (exact -inf mask), paged (4, 1) and (2, 2) at max_model_len 4096 (calc_diff only);
+- SGLang python/sglang/srt/layers/attention/nsa/nsa_indexer.py at 005e8bf, the calls of
+  _get_topk_paged (2-D index-K pool viewed [pages, 64, 1, 132], q viewed [B, 1, H, D], weights
+  [T, H, 1] squeezed, clean_logits=False, max_seq_len = table width * 64, the SM count from
+  get_num_sms()) and _get_topk_ragged (K gathered per request, ks/ke per token,
+  clean_logits=False, row-chunked calls on views); SGLang has no test of its own for these, so
+  DeepGEMM's criterion (calc_diff < 1e-3) and SGLang's own shape assertions apply.
+
+Every passing peer criterion is DeepGEMM's: calc_diff < 1e-3 against the reference computed from
+the unquantized bf16 inputs, and the -inf mask exactly equal where the peer checks it. Every call
+must be served by a kernel: the torch reference is patched to fail, and the dispatch rung is
+asserted. Where the runtime serves a peer case only through the reference today (D=32, page 32)
+or refuses it (bf16 logits), the case is xfail(strict=True) and flips when the kernel lands.
+
+CPU: the kernels run under TRITON_INTERPRET=1 (conftest) at scaled-down shapes (test_cpu_*).
+GPU: the same tests at the peers' own shapes (test_gpu_*, marker gpu), e.g.
+    .venv/bin/python -m pytest -q -m gpu tests/test_peer_suites.py
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+import torch
+
+import indexer_logits as deep_gemm
+from indexer_logits import _chunked, _decode, _prefill
+
+from _peer_inputs import (calc_diff, deepgemm_paged_0f5f266, deepgemm_paged_54e2261, deepgemm_prefill, sglang_decode,
+                          sglang_prefill, widen)
+from conftest import INTERPRET
+
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+KERNEL_RUNGS = ("exact", "nearest", "default")
+REPEATS = 1 if INTERPRET else 20  # 54e2261's self-consistency loop runs 20 times
+cpu_only = pytest.mark.skipif(not INTERPRET, reason="scaled-down shapes for the interpreter; the GPU runs test_gpu_*")
+gpu = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def kernel_only(clean_runtime, monkeypatch):
+    """A clean runtime whose torch reference fails the test if a call reaches it."""
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the torch reference served a call a kernel should serve")
+
+    for module, name in ((_prefill, "mqa_logits_ref"), (_decode, "paged_mqa_logits_ref"),
+                         (_chunked, "paged_mqa_logits_chunked_ref")):
+        monkeypatch.setattr(module, name, boom)
+    deep_gemm.set_num_sms(None)
+    yield
+    deep_gemm.set_num_sms(None)
+
+
+def dev() -> str:
+    return "cpu" if INTERPRET else "cuda"
+
+
+def assert_kernel(sel) -> None:
+    assert sel.rung in KERNEL_RUNGS, f"served by rung {sel.rung!r}, not a kernel: {sel}"
+
+
+def assert_mask_and_diff(logits, ref, invalid, *, exact_mask: bool, limit: float = 1e-3, simulated=None,
+                         simulated_limit: float = 5e-6) -> None:
+    """The peers' criterion: the -inf mask (where they check it), then calc_diff with the
+    masked positions zeroed in both."""
+    logits = logits.float()
+    if exact_mask:
+        assert torch.equal(torch.isneginf(logits), invalid), "-inf mask differs from the peer's"
+    got = logits.masked_fill(invalid, 0)
+    diff = calc_diff(got, ref.masked_fill(invalid, 0))
+    assert diff < limit, f"calc_diff {diff:.3g} >= {limit}"
+    if simulated is not None:
+        sdiff = calc_diff(got, simulated.masked_fill(invalid, 0))
+        assert sdiff < simulated_limit, f"simulated calc_diff {sdiff:.3g} >= {simulated_limit}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Ragged prefill: DeepGEMM 0f5f266 and vLLM (fp8_mqa_logits), DeepGEMM 54e2261 (fp8_fp4_mqa_logits).
+
+
+def run_prefill_0f5f266(seq_len, seq_len_kv, compressed, disable_cp, heads=64, head_dim=128, seed=0):
+    x = deepgemm_prefill(seq_len, seq_len_kv, heads, head_dim, disable_cp, dev(), seed)
+    if compressed:
+        width = int((x.ke - x.ks).max())
+        logits = deep_gemm.fp8_mqa_logits(x.q, x.kv, x.weights, x.ks, x.ke, max_seqlen_k=width, clean_logits=False)
+        assert tuple(logits.size()) == (seq_len, width)
+        logits = widen(logits, x.ks, x.ke, seq_len_kv)
+    else:
+        width = 0
+        logits = deep_gemm.fp8_mqa_logits(x.q, x.kv, x.weights, x.ks, x.ke)
+    assert_kernel(deep_gemm.ragged_selection(x.q, x.kv, x.weights, x.ks, x.ke, max_seqlen_k=width))
+    ref_inf = torch.isneginf(x.ref)
+    # the peer: the -inf masks equal, then each masked by its own mask
+    assert torch.equal(torch.isneginf(logits), ref_inf)
+    assert calc_diff(logits.masked_fill(ref_inf, 0), x.ref.masked_fill(ref_inf, 0)) < 1e-3
+
+
+def run_prefill_54e2261(logits_dtype, compressed, seq_len, seq_len_kv, heads, head_dim, disable_cp, seed=0):
+    x = deepgemm_prefill(seq_len, seq_len_kv, heads, head_dim, disable_cp, dev(), seed, simulated=True)
+    width = int((x.ke - x.ks).max()) if compressed else 0
+    kwargs = dict(q=(x.q, None), kv=x.kv, weights=x.weights, cu_seq_len_k_start=x.ks, cu_seq_len_k_end=x.ke,
+                  clean_logits=not compressed, max_seqlen_k=width, logits_dtype=logits_dtype)
+    logits = deep_gemm.fp8_fp4_mqa_logits(**kwargs)
+    assert_kernel(deep_gemm.ragged_selection(x.q, x.kv, x.weights, x.ks, x.ke, max_seqlen_k=width))
+    if compressed:
+        inside = torch.arange(logits.size(1), device=logits.device)[None, :] < (x.ke - x.ks)[:, None]
+        first = logits.masked_fill(~inside, 0)
+    else:
+        first = logits
+    for _ in range(REPEATS):
+        again = deep_gemm.fp8_fp4_mqa_logits(**kwargs)
+        if compressed:
+            again = again.masked_fill(~inside, 0)
+        assert torch.equal(again, first), "a repeated call gave other bits"
+    if compressed:
+        assert tuple(logits.size()) == (seq_len, width)
+        logits = widen(logits, x.ks, x.ke, seq_len_kv)
+    bf16 = logits_dtype == torch.bfloat16
+    assert_mask_and_diff(logits, x.ref, torch.isneginf(x.ref), exact_mask=True, simulated=x.simulated,
+                         simulated_limit=3e-5 if bf16 else 5e-6)
+
+
+def run_prefill_vllm(disable_cp, seq_len=512, seq_len_kv=1024, seed=0):
+    x = deepgemm_prefill(seq_len, seq_len_kv, 32, 128, disable_cp, dev(), seed)
+    logits = deep_gemm.fp8_mqa_logits(x.q, x.kv, x.weights, x.ks, x.ke)
+    assert_kernel(deep_gemm.ragged_selection(x.q, x.kv, x.weights, x.ks, x.ke))
+    ref_inf = torch.isneginf(x.ref)
+    assert torch.equal(torch.isneginf(logits), ref_inf)
+    assert calc_diff(logits.masked_fill(ref_inf, 0), x.ref.masked_fill(ref_inf, 0)) < 1e-3
+
+
+def run_prefill_sglang(prefix_lens, extend_lens, chunk_rows: Optional[int], heads=64, head_dim=128, seed=0):
+    x = sglang_prefill(prefix_lens, extend_lens, heads, head_dim, dev(), seed)
+    weights = x.weights.unsqueeze(-1).squeeze(-1)  # SGLang's [T, H, 1] weights, squeezed
+    q_offset, k_offset = x.ks.shape[0], x.keys
+    inside = ~torch.isneginf(x.ref)
+    if chunk_rows is None:
+        logits = deep_gemm.fp8_mqa_logits(x.q[:q_offset], x.kv, weights[:q_offset], x.ks, x.ke, clean_logits=False)
+        assert logits.shape[0] == q_offset and logits.shape[1] == k_offset
+        assert_kernel(deep_gemm.ragged_selection(x.q, x.kv, weights, x.ks, x.ke))
+        assert calc_diff(logits.masked_fill(~inside, 0), x.ref.masked_fill(~inside, 0)) < 1e-3
+        return
+    parts = []
+    for start in range(0, q_offset, chunk_rows):  # row blocks of views, as SGLang's chunk path
+        end = min(start + chunk_rows, q_offset)
+        part = deep_gemm.fp8_mqa_logits(x.q[start:end], x.kv, weights[start:end], x.ks[start:end], x.ke[start:end],
+                                        clean_logits=False)
+        assert tuple(part.shape) == (end - start, k_offset)
+        assert_kernel(deep_gemm.ragged_selection(x.q[start:end], x.kv, weights[start:end], x.ks[start:end],
+                                                 x.ke[start:end]))
+        parts.append(part)
+    logits = torch.cat(parts)  # the criterion is over the whole output (a block of few keys is noise)
+    assert calc_diff(logits.masked_fill(~inside, 0), x.ref.masked_fill(~inside, 0)) < 1e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# Paged decode.
+
+
+def run_paged_0f5f266(two_d, batch, next_n, avg_kv, max_model_len, page=64, heads=64, head_dim=128,
+                      pool_pages=None, seed=0):
+    x = deepgemm_paged_0f5f266(batch, next_n, heads, head_dim, avg_kv, two_d, max_model_len, dev(), seed, page,
+                               pool_pages)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(x.context_lens, page, deep_gemm.get_num_sms())
+    logits = deep_gemm.fp8_paged_mqa_logits(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, meta,
+                                            max_model_len, clean_logits=not two_d)
+    assert tuple(logits.shape) == (batch * next_n, max_model_len)
+    assert_kernel(deep_gemm.paged_selection(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, max_model_len))
+    assert_mask_and_diff(logits, x.ref, x.invalid, exact_mask=not two_d)
+
+
+def run_paged_54e2261(logits_dtype, batch, next_n, heads, avg_kv, head_dim=128, seed=0):
+    x = deepgemm_paged_54e2261(batch, next_n, heads, head_dim, avg_kv, dev(), seed)
+    assert int(x.block_table.min()) >= 0 and int(x.block_table.max()) < x.kv_cache.shape[0]
+    assert int(x.context_lens.max()) <= x.max_model_len
+    kwargs = dict(q=(x.q, None), kv_cache=x.kv_cache, weights=x.weights, context_lens=x.context_lens,
+                  block_table=x.block_table,
+                  schedule_meta=deep_gemm.get_paged_mqa_logits_metadata(x.context_lens, x.page, deep_gemm.get_num_sms(),
+                                                                        indices=None),
+                  max_context_len=x.max_model_len, clean_logits=False, logits_dtype=logits_dtype, indices=None)
+    logits = deep_gemm.fp8_fp4_paged_mqa_logits(**kwargs)
+    assert_kernel(deep_gemm.paged_selection(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table,
+                                            x.max_model_len))
+    first = logits.masked_fill(x.invalid, 0)
+    for _ in range(REPEATS):
+        assert torch.equal(deep_gemm.fp8_fp4_paged_mqa_logits(**kwargs).masked_fill(x.invalid, 0), first), \
+            "a repeated call gave other bits"
+    assert logits.dtype == logits_dtype
+    bf16 = logits_dtype == torch.bfloat16
+    assert_mask_and_diff(logits, x.ref, x.invalid, exact_mask=False, simulated=x.simulated,
+                         simulated_limit=3e-5 if bf16 else 5e-6)
+
+
+def run_paged_vllm(batch, next_n, max_model_len=4096, avg_kv=2048, seed=0):
+    """vLLM: lens in [0.8, 1.2) * avg_kv (DeepGEMM's generator otherwise), a pool of
+    max_model_len * 2 pages, the default clean_logits, calc_diff on the 1-D mask only."""
+    x = deepgemm_paged_0f5f266(batch, next_n, 32, 128, avg_kv, False, max_model_len, dev(), seed,
+                               pool_pages=max_model_len * 2, spread=(0.8, 1.2))
+    meta = deep_gemm.get_paged_mqa_logits_metadata(x.context_lens, 64, deep_gemm.get_num_sms())
+    logits = deep_gemm.fp8_paged_mqa_logits(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, meta,
+                                            max_model_len)
+    assert_kernel(deep_gemm.paged_selection(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, max_model_len))
+    assert_mask_and_diff(logits, x.ref, x.invalid, exact_mask=False)
+
+
+def run_decode_sglang(seq_lens, pool_pages, table_pages, heads=64, head_dim=128, seed=0):
+    sm_count = deep_gemm.get_num_sms()  # SGLang's Indexer.__init__
+    x = sglang_decode(seq_lens, heads, head_dim, pool_pages, table_pages, dev(), seed)
+    block_tables, page = x.block_table, 64
+    max_seq_len = block_tables.shape[1] * page
+    kv_cache_fp8 = x.kv_cache
+    assert len(kv_cache_fp8.shape) == 2
+    kv_cache_fp8 = kv_cache_fp8.view(kv_cache_fp8.shape[0], page, 1, head_dim + 4)
+    weights = x.weights.squeeze(2)
+    q_fp8 = x.q.view(-1, heads, head_dim)  # SGLang holds q as [T, H, D] ...
+    q_fp8 = q_fp8.view(block_tables.shape[0], -1, heads, head_dim)  # ... and views it per request
+    meta = deep_gemm.get_paged_mqa_logits_metadata(x.context_lens, page, sm_count)
+    logits = deep_gemm.fp8_paged_mqa_logits(q_fp8, kv_cache_fp8, weights, x.context_lens, block_tables, meta,
+                                            max_seq_len, clean_logits=False)
+    assert tuple(logits.shape) == (len(seq_lens), max_seq_len)
+    assert_kernel(deep_gemm.paged_selection(q_fp8, kv_cache_fp8, weights, x.context_lens, block_tables, max_seq_len))
+    assert_mask_and_diff(logits, x.ref, x.invalid, exact_mask=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the runtime does not serve with a kernel today (xfail strict: flips when it does).
+
+D32 = "D=32 is served only by the torch reference (no D=32 kernel in the default table)"
+PAGE32 = "page 32 is served only by the torch reference (no page-32 kernel in the default table)"
+BF16_LOGITS = "logits_dtype=torch.bfloat16 is refused (float32 logits only)"
+
+
+def xfail(reason: str, *values):
+    return pytest.param(*values, marks=pytest.mark.xfail(strict=True, reason=reason))
+
+
+def cases_54e2261_prefill(shapes, logits_dtypes=(torch.float32,), heads=(32, 64), dims=(32, 64, 128)):
+    """54e2261's SM90 enumeration over the given (seq_len, seq_len_kv) shapes."""
+    out = []
+    for dtype in logits_dtypes:
+        for compressed in (False, True):
+            for seq_len, seq_len_kv in shapes:
+                for h in heads:
+                    for d in dims:
+                        for disable_cp in (False, True):
+                            if not disable_cp and (seq_len_kv % seq_len or seq_len % 2):
+                                continue
+                            values = (dtype, compressed, seq_len, seq_len_kv, h, d, disable_cp)
+                            reason = BF16_LOGITS if dtype == torch.bfloat16 else D32 if d == 32 else None
+                            out.append(xfail(reason, values) if reason else pytest.param(values))
+    return out
+
+
+def _id(v):
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "")
+    return str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: the interpreter, at scaled-down shapes.
+
+
+@cpu_only
+@pytest.mark.parametrize("compressed", [False, True], ids=["wide", "compressed"])
+@pytest.mark.parametrize("disable_cp", [False, True], ids=["cp", "causal"])
+def test_cpu_deepgemm_0f5f266_mqa_logits(compressed, disable_cp):
+    run_prefill_0f5f266(64, 256, compressed, disable_cp)
+
+
+@cpu_only
+@pytest.mark.parametrize("case", [
+    pytest.param((torch.float32, False, 32, 96, 32, 128, False)),
+    pytest.param((torch.float32, True, 32, 128, 64, 64, True)),
+    pytest.param((torch.float32, True, 32, 128, 32, 64, False)),
+    pytest.param((torch.float32, False, 32, 128, 64, 128, True)),
+    xfail(D32, (torch.float32, False, 32, 128, 64, 32, True)),
+    xfail(BF16_LOGITS, (torch.bfloat16, False, 32, 128, 64, 128, True)),
+], ids=lambda c: "-".join(map(_id, c)))
+def test_cpu_deepgemm_54e2261_mqa_logits(case):
+    run_prefill_54e2261(*case)
+
+
+@cpu_only
+@pytest.mark.parametrize("disable_cp", [False, True], ids=["cp", "causal"])
+def test_cpu_vllm_mqa_logits(disable_cp):
+    run_prefill_vllm(disable_cp, seq_len=64, seq_len_kv=128)
+
+
+@cpu_only
+@pytest.mark.parametrize("chunk_rows", [None, 17], ids=["whole", "row-chunks"])
+def test_cpu_sglang_ragged(chunk_rows):
+    run_prefill_sglang([0, 137, 5, 60], [40, 9, 1, 30], chunk_rows)
+
+
+@cpu_only
+@pytest.mark.parametrize("two_d", [False, True], ids=["1d", "2d"])
+@pytest.mark.parametrize("batch,next_n", [(3, 1), (2, 2)])
+def test_cpu_deepgemm_0f5f266_paged(two_d, batch, next_n):
+    run_paged_0f5f266(two_d, batch, next_n, avg_kv=160, max_model_len=320)
+
+
+@cpu_only
+@pytest.mark.xfail(strict=True, reason=PAGE32)
+def test_cpu_deepgemm_00b1d2d_paged_page32():
+    run_paged_0f5f266(False, 2, 1, avg_kv=100, max_model_len=192, page=32)
+
+
+@cpu_only
+@pytest.mark.parametrize("case", [
+    pytest.param((torch.float32, 3, 1, 64, 150)),
+    pytest.param((torch.float32, 2, 2, 32, 150)),
+    xfail(BF16_LOGITS, (torch.bfloat16, 2, 1, 64, 100)),
+], ids=lambda c: "-".join(map(_id, c)))
+def test_cpu_deepgemm_54e2261_paged(case):
+    run_paged_54e2261(*case)
+
+
+@cpu_only
+@pytest.mark.parametrize("batch,next_n", [(2, 1), (2, 2)])
+def test_cpu_vllm_paged(batch, next_n):
+    run_paged_vllm(batch, next_n, max_model_len=256, avg_kv=160)
+
+
+@cpu_only
+def test_cpu_sglang_decode():
+    run_decode_sglang([1, 200, 64, 130], pool_pages=24, table_pages=5)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: the peers' own shapes.
+
+
+@gpu
+@pytest.mark.parametrize("seq_len", [2048, 4096])
+@pytest.mark.parametrize("compressed", [False, True], ids=["wide", "compressed"])
+@pytest.mark.parametrize("seq_len_kv", [4096, 8192])
+@pytest.mark.parametrize("disable_cp", [False, True], ids=["cp", "causal"])
+def test_gpu_deepgemm_0f5f266_mqa_logits(seq_len, compressed, seq_len_kv, disable_cp):
+    run_prefill_0f5f266(seq_len, seq_len_kv, compressed, disable_cp)
+
+
+@gpu
+@pytest.mark.parametrize(
+    "case",
+    cases_54e2261_prefill([(2048, 8192), (2048, 65536), (8192, 8192), (8192, 65536)])
+    # bf16 logits (refused today) at the smallest shape only: each xfail case still builds its inputs
+    + cases_54e2261_prefill([(2048, 8192)], logits_dtypes=(torch.bfloat16,)),
+    ids=lambda c: "-".join(map(_id, c)))
+def test_gpu_deepgemm_54e2261_mqa_logits(case):
+    run_prefill_54e2261(*case)
+
+
+@gpu
+@pytest.mark.parametrize("disable_cp", [False, True], ids=["cp", "causal"])
+def test_gpu_vllm_mqa_logits(disable_cp):
+    run_prefill_vllm(disable_cp)
+
+
+@gpu
+@pytest.mark.parametrize("chunk_rows", [None, 3000], ids=["whole", "row-chunks"])
+def test_gpu_sglang_ragged(chunk_rows):
+    run_prefill_sglang([0, 6000, 1500, 30000], [4096, 2048, 1, 1800], chunk_rows)
+
+
+@gpu
+@pytest.mark.parametrize("two_d", [False, True], ids=["1d", "2d"])
+@pytest.mark.parametrize("batch,next_n", [(64, 1), (64, 2), (128, 1)])
+@pytest.mark.parametrize("avg_kv", [8192, 32768])
+def test_gpu_deepgemm_0f5f266_paged(two_d, batch, next_n, avg_kv):
+    run_paged_0f5f266(two_d, batch, next_n, avg_kv, max_model_len=111 * 1000)
+
+
+@gpu
+@pytest.mark.xfail(strict=True, reason=PAGE32)
+def test_gpu_deepgemm_00b1d2d_paged_page32():
+    run_paged_0f5f266(False, 64, 1, 8192, max_model_len=111 * 1000, page=32)
+
+
+def _cases_54e2261_paged():
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for batch in (256, 4096):
+            for next_n in (1, 2):
+                for heads in (32, 64):
+                    for avg_kv in (8192, 65536):
+                        if batch * avg_kv > 32 * 1024 * 1024:
+                            continue
+                        if dtype == torch.bfloat16:
+                            if (batch, avg_kv) != (256, 8192):  # refused today: the smallest shape only
+                                continue
+                            out.append(xfail(BF16_LOGITS, (dtype, batch, next_n, heads, avg_kv)))
+                        else:
+                            out.append(pytest.param((dtype, batch, next_n, heads, avg_kv)))
+    return out
+
+
+@gpu
+@pytest.mark.parametrize("case", _cases_54e2261_paged(), ids=lambda c: "-".join(map(_id, c)))
+def test_gpu_deepgemm_54e2261_paged(case):
+    run_paged_54e2261(*case)
+
+
+@gpu
+@pytest.mark.parametrize("batch,next_n", [(4, 1), (2, 2)])
+def test_gpu_vllm_paged(batch, next_n):
+    run_paged_vllm(batch, next_n)
+
+
+@gpu
+@pytest.mark.parametrize("batch", [1, 64, 128])
+def test_gpu_sglang_decode(batch):
+    g = torch.Generator().manual_seed(batch)
+    lens = torch.randint(1, 32768, (batch,), generator=g).tolist()
+    lens[0] = 1 if batch > 1 else lens[0]
+    run_decode_sglang(lens, pool_pages=sum(-(-n // 64) for n in lens) + 1000, table_pages=32768 // 64 + 8)
