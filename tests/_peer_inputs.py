@@ -16,6 +16,7 @@ What the peers do, and so what this module does:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import torch
@@ -121,27 +122,35 @@ class RaggedCase:
     weights: torch.Tensor
     ks: torch.Tensor
     ke: torch.Tensor
-    ref: torch.Tensor  # from the bf16 inputs, -inf outside the windows
-    simulated: Optional[torch.Tensor]  # from the dequantized inputs (DeepGEMM 54e2261)
+    q_bf16: torch.Tensor  # the unquantized inputs the references start from
+    k_bf16: torch.Tensor
+    ref_weights: torch.Tensor  # the weights without any folded q scale
 
     @property
     def keys(self) -> int:
         return self.kv[0].shape[0]
 
+    # computed on first use, so that a case the runtime refuses costs no reference
+    @cached_property
+    def ref(self) -> torch.Tensor:
+        """From the bf16 inputs; -inf outside the windows."""
+        return ragged_ref(self.q_bf16, self.k_bf16, self.ref_weights, self.ks, self.ke)
+
+    @cached_property
+    def simulated(self) -> torch.Tensor:
+        """DeepGEMM 54e2261's: from the dequantized fp8 inputs."""
+        return ragged_ref(self.q.to(torch.bfloat16), dequantize_rows(*self.kv), self.ref_weights, self.ks, self.ke)
+
 
 def deepgemm_prefill(seq_len: int, seq_len_kv: int, heads: int, head_dim: int, disable_cp: bool, device,
-                     seed: int, simulated: bool = False) -> RaggedCase:
+                     seed: int) -> RaggedCase:
     """DeepGEMM test_mqa_logits's generator (vLLM's test_deepgemm_fp8_mqa_logits is the same)."""
     g = generator(device, seed)
     q = torch.randn(seq_len, heads, head_dim, generator=g, device=device, dtype=torch.bfloat16)
     kv = torch.randn(seq_len_kv, head_dim, generator=g, device=device, dtype=torch.bfloat16)
     weights = torch.randn(seq_len, heads, generator=g, device=device)
     ks, ke = prefill_windows(seq_len, seq_len_kv, disable_cp, device)
-    q8 = q.to(torch.float8_e4m3fn)
-    k8 = quantize_rows(kv)
-    ref = ragged_ref(q, kv, weights, ks, ke)
-    sim = ragged_ref(q8.to(torch.bfloat16), dequantize_rows(*k8), weights, ks, ke) if simulated else None
-    return RaggedCase(q8, k8, weights, ks, ke, ref, sim)
+    return RaggedCase(q.to(torch.float8_e4m3fn), quantize_rows(kv), weights, ks, ke, q, kv, weights)
 
 
 def sglang_q_and_weights(q: torch.Tensor, gate: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,9 +179,8 @@ def sglang_prefill(prefix_lens: list[int], extend_lens: list[int], heads: int, h
     ke = torch.cat([o + p + 1 + torch.arange(e, dtype=torch.int32, device=device)
                     for o, p, e in zip(offsets, prefix_lens, extend_lens)])
     q8, weights = sglang_q_and_weights(q, gate)
-    k8 = quantize_rows(k, ue8m0=True)
-    ref = ragged_ref(q, k, gate.float() * heads ** -0.5 * head_dim ** -0.5, ks, ke)
-    return RaggedCase(q8, k8, weights, ks, ke, ref, None)
+    return RaggedCase(q8, quantize_rows(k, ue8m0=True), weights, ks, ke, q, k,
+                      gate.float() * heads ** -0.5 * head_dim ** -0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,13 +219,25 @@ class PagedCase:
     context_lens: torch.Tensor  # as passed: [B] or [B, next_n]
     block_table: torch.Tensor
     max_model_len: int
-    ref: torch.Tensor
-    simulated: Optional[torch.Tensor]
     invalid: torch.Tensor  # the peer's ref_neginf_mask: where it zeroes (and, if clean, wants -inf)
     page: int
+    q_bf16: torch.Tensor  # [B, next_n, H, D], unquantized
+    cache_bf16: torch.Tensor  # [pages, page, 1, D], unquantized
+    cache_back: torch.Tensor  # the fp8 cache dequantized
+    ref_weights: torch.Tensor
+    lens_1d: torch.Tensor
+    two_d: bool
 
-    def rows_mask(self) -> torch.Tensor:
-        return ~self.invalid
+    def _ref(self, q, cache) -> torch.Tensor:
+        return paged_ref(q, cache, self.ref_weights, self.lens_1d, self.block_table, self.max_model_len, self.two_d)
+
+    @cached_property
+    def ref(self) -> torch.Tensor:
+        return self._ref(self.q_bf16, self.cache_bf16)
+
+    @cached_property
+    def simulated(self) -> torch.Tensor:
+        return self._ref(self.q.reshape(self.q_bf16.shape).to(torch.bfloat16), self.cache_back)
 
 
 def _invalid(lens_1d: torch.Tensor, lens_2d: Optional[torch.Tensor], next_n: int, width: int) -> torch.Tensor:
@@ -266,11 +286,10 @@ def deepgemm_paged_0f5f266(batch: int, next_n: int, heads: int, head_dim: int, a
                          device=device).to(torch.int32)
     columns = -(-int(lens.max()) // page) * page
     table = _table(lens, page, columns, pool, g, device)
-    packed, _ = pack_paged_cache(cache)
-    ref = paged_ref(q, cache, weights, lens, table, max_model_len, two_d)
+    packed, back = pack_paged_cache(cache)
     two = _lens_2d(lens, next_n, g) if two_d else None
     return PagedCase(q.to(torch.float8_e4m3fn), packed, weights, two if two_d else lens, table, max_model_len,
-                     ref, None, _invalid(lens, two, next_n, max_model_len), page)
+                     _invalid(lens, two, next_n, max_model_len), page, q, cache, back, weights, lens, two_d)
 
 
 def deepgemm_paged_54e2261(batch: int, next_n: int, heads: int, head_dim: int, avg_kv: int, device, seed: int,
@@ -286,14 +305,10 @@ def deepgemm_paged_54e2261(batch: int, next_n: int, heads: int, head_dim: int, a
     max_model_len, pool = int(pages.max()) * page, int(pages.sum())
     cache = torch.randn(pool, page, 1, head_dim, generator=g, device=device, dtype=torch.bfloat16)
     table = _table(lens, page, int(pages.max()), pool, g, device)
-    q8 = q.to(torch.float8_e4m3fn)
-    packed, cache_back = pack_paged_cache(cache)
-    ref = paged_ref(q, cache, weights, lens, table, max_model_len, True)
-    del cache
-    sim = paged_ref(q8.to(torch.bfloat16), cache_back, weights, lens, table, max_model_len, True)
+    packed, back = pack_paged_cache(cache)
     two = _lens_2d(lens, next_n, g)
-    return PagedCase(q8, packed, weights, two, table, max_model_len, ref, sim,
-                     _invalid(lens, two, next_n, max_model_len), page)
+    return PagedCase(q.to(torch.float8_e4m3fn), packed, weights, two, table, max_model_len,
+                     _invalid(lens, two, next_n, max_model_len), page, q, cache, back, weights, lens, True)
 
 
 def sglang_decode(seq_lens: list[int], heads: int, head_dim: int, pool_pages: int, table_pages: int, device,
@@ -310,10 +325,9 @@ def sglang_decode(seq_lens: list[int], heads: int, head_dim: int, pool_pages: in
     gate = torch.randn(batch, heads, generator=g, device=device, dtype=torch.bfloat16)
     cache = torch.randn(pool_pages, page, 1, head_dim, generator=g, device=device, dtype=torch.bfloat16)
     table = _table(lens, page, table_pages, pool_pages, g, device)
-    packed, _ = pack_paged_cache(cache, ue8m0=True)
+    packed, back = pack_paged_cache(cache, ue8m0=True)
     q8, weights = sglang_q_and_weights(q, gate)
     max_seq_len = table_pages * page
-    ref = paged_ref(q[:, None], cache, gate.float() * heads ** -0.5 * head_dim ** -0.5, lens, table, max_seq_len,
-                    False)
     return PagedCase(q8[:, None], packed.view(pool_pages, page * (head_dim + 4)), weights.unsqueeze(-1), lens, table,
-                     max_seq_len, ref, None, _invalid(lens, None, 1, max_seq_len), page)
+                     max_seq_len, _invalid(lens, None, 1, max_seq_len), page, q[:, None], cache, back,
+                     gate.float() * heads ** -0.5 * head_dim ** -0.5, lens, False)

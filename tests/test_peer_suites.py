@@ -112,7 +112,7 @@ def run_prefill_0f5f266(seq_len, seq_len_kv, compressed, disable_cp, heads=64, h
 
 
 def run_prefill_54e2261(logits_dtype, compressed, seq_len, seq_len_kv, heads, head_dim, disable_cp, seed=0):
-    x = deepgemm_prefill(seq_len, seq_len_kv, heads, head_dim, disable_cp, dev(), seed, simulated=True)
+    x = deepgemm_prefill(seq_len, seq_len_kv, heads, head_dim, disable_cp, dev(), seed)
     width = int((x.ke - x.ks).max()) if compressed else 0
     kwargs = dict(q=(x.q, None), kv=x.kv, weights=x.weights, cu_seq_len_k_start=x.ks, cu_seq_len_k_end=x.ke,
                   clean_logits=not compressed, max_seqlen_k=width, logits_dtype=logits_dtype)
@@ -246,8 +246,11 @@ PAGE32 = "page 32 is served only by the torch reference (no page-32 kernel in th
 BF16_LOGITS = "logits_dtype=torch.bfloat16 is refused (float32 logits only)"
 
 
+RAISES = {D32: AssertionError, PAGE32: AssertionError, BF16_LOGITS: ValueError}
+
+
 def xfail(reason: str, *values):
-    return pytest.param(*values, marks=pytest.mark.xfail(strict=True, reason=reason))
+    return pytest.param(*values, marks=pytest.mark.xfail(strict=True, reason=reason, raises=RAISES[reason]))
 
 
 def cases_54e2261_prefill(shapes, logits_dtypes=(torch.float32,), heads=(32, 64), dims=(32, 64, 128)):
@@ -264,6 +267,26 @@ def cases_54e2261_prefill(shapes, logits_dtypes=(torch.float32,), heads=(32, 64)
                             values = (dtype, compressed, seq_len, seq_len_kv, h, d, disable_cp)
                             reason = BF16_LOGITS if dtype == torch.bfloat16 else D32 if d == 32 else None
                             out.append(xfail(reason, values) if reason else pytest.param(values))
+    return out
+
+
+def _cases_54e2261_paged(batches=(256, 4096), avg_kvs=(8192, 65536), bf16_at=(256, 8192),
+                         pool_cap: Optional[int] = 32 * 1024 * 1024):
+    """54e2261's SM90 paged enumeration (fp8, page 64, D=128, 2-D lens, clean_logits=False); bf16
+    logits (refused today) at one (batch, avg_kv) only, as each xfail case still builds its inputs."""
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for batch in batches:
+            for next_n in (1, 2):
+                for heads in (32, 64):
+                    for avg_kv in avg_kvs:
+                        if pool_cap is not None and batch * avg_kv > pool_cap:
+                            continue
+                        if dtype == torch.bfloat16:
+                            if (batch, avg_kv) == bf16_at:
+                                out.append(xfail(BF16_LOGITS, (dtype, batch, next_n, heads, avg_kv)))
+                        else:
+                            out.append(pytest.param((dtype, batch, next_n, heads, avg_kv)))
     return out
 
 
@@ -285,14 +308,11 @@ def test_cpu_deepgemm_0f5f266_mqa_logits(compressed, disable_cp):
 
 
 @cpu_only
-@pytest.mark.parametrize("case", [
-    pytest.param((torch.float32, False, 32, 96, 32, 128, False)),
-    pytest.param((torch.float32, True, 32, 128, 64, 64, True)),
-    pytest.param((torch.float32, True, 32, 128, 32, 64, False)),
-    pytest.param((torch.float32, False, 32, 128, 64, 128, True)),
-    xfail(D32, (torch.float32, False, 32, 128, 64, 32, True)),
-    xfail(BF16_LOGITS, (torch.bfloat16, False, 32, 128, 64, 128, True)),
-], ids=lambda c: "-".join(map(_id, c)))
+@pytest.mark.parametrize(
+    "case",
+    # 54e2261's whole SM90 enumeration at two scaled-down shapes, bf16 logits at one
+    cases_54e2261_prefill([(32, 128), (64, 96)]) + cases_54e2261_prefill([(32, 128)], logits_dtypes=(torch.bfloat16,)),
+    ids=lambda c: "-".join(map(_id, c)))
 def test_cpu_deepgemm_54e2261_mqa_logits(case):
     run_prefill_54e2261(*case)
 
@@ -317,17 +337,14 @@ def test_cpu_deepgemm_0f5f266_paged(two_d, batch, next_n):
 
 
 @cpu_only
-@pytest.mark.xfail(strict=True, reason=PAGE32)
+@pytest.mark.xfail(strict=True, reason=PAGE32, raises=AssertionError)
 def test_cpu_deepgemm_00b1d2d_paged_page32():
     run_paged_0f5f266(False, 2, 1, avg_kv=100, max_model_len=192, page=32)
 
 
 @cpu_only
-@pytest.mark.parametrize("case", [
-    pytest.param((torch.float32, 3, 1, 64, 150)),
-    pytest.param((torch.float32, 2, 2, 32, 150)),
-    xfail(BF16_LOGITS, (torch.bfloat16, 2, 1, 64, 100)),
-], ids=lambda c: "-".join(map(_id, c)))
+@pytest.mark.parametrize("case", _cases_54e2261_paged(batches=(3,), avg_kvs=(100, 300), bf16_at=(3, 100), pool_cap=None),
+                         ids=lambda c: "-".join(map(_id, c)))
 def test_cpu_deepgemm_54e2261_paged(case):
     run_paged_54e2261(*case)
 
@@ -388,27 +405,9 @@ def test_gpu_deepgemm_0f5f266_paged(two_d, batch, next_n, avg_kv):
 
 
 @gpu
-@pytest.mark.xfail(strict=True, reason=PAGE32)
+@pytest.mark.xfail(strict=True, reason=PAGE32, raises=AssertionError)
 def test_gpu_deepgemm_00b1d2d_paged_page32():
     run_paged_0f5f266(False, 64, 1, 8192, max_model_len=111 * 1000, page=32)
-
-
-def _cases_54e2261_paged():
-    out = []
-    for dtype in (torch.float32, torch.bfloat16):
-        for batch in (256, 4096):
-            for next_n in (1, 2):
-                for heads in (32, 64):
-                    for avg_kv in (8192, 65536):
-                        if batch * avg_kv > 32 * 1024 * 1024:
-                            continue
-                        if dtype == torch.bfloat16:
-                            if (batch, avg_kv) != (256, 8192):  # refused today: the smallest shape only
-                                continue
-                            out.append(xfail(BF16_LOGITS, (dtype, batch, next_n, heads, avg_kv)))
-                        else:
-                            out.append(pytest.param((dtype, batch, next_n, heads, avg_kv)))
-    return out
 
 
 @gpu
