@@ -27,8 +27,10 @@ asserted. Where the runtime serves a peer case only through the reference today 
 or refuses it (bf16 logits), the case is xfail(strict=True) and flips when the kernel lands.
 
 CPU: the kernels run under TRITON_INTERPRET=1 (conftest) at scaled-down shapes (test_cpu_*).
-GPU: the same tests at the peers' own shapes (test_gpu_*, marker gpu), e.g.
-    .venv/bin/python -m pytest -q -m gpu tests/test_peer_suites.py
+GPU: the same tests at the peers' own shapes (test_gpu_*, marker gpu), in two runs of a few
+minutes each (54e2261's prefill enumeration is 120 cases):
+    .venv/bin/python -m pytest -q -m gpu tests/test_peer_suites.py -k "not 54e2261_mqa" -rfEX
+    .venv/bin/python -m pytest -q -m gpu tests/test_peer_suites.py -k "54e2261_mqa" -rfEX
 """
 
 from __future__ import annotations
@@ -298,6 +300,22 @@ def _id(v):
 
 # ---------------------------------------------------------------------------------------------
 # CPU: the interpreter, at scaled-down shapes.
+
+
+def test_the_criteria_can_fail():
+    """The pass criteria reject a wrong mask, a wrong value and a drift past the simulated bound."""
+    x = deepgemm_prefill(32, 128, 64, 128, False, "cpu", seed=1)
+    ref, invalid = x.ref, torch.isneginf(x.ref)
+    assert_mask_and_diff(ref.clone(), ref, invalid, exact_mask=True, simulated=x.simulated, simulated_limit=1e-2)
+    shifted = ref.clone()
+    row = int((x.ke - x.ks).argmax())
+    shifted[row, int(x.ke[row]) - 1] = float("-inf")  # one key of one window dropped
+    with pytest.raises(AssertionError, match="-inf mask"):
+        assert_mask_and_diff(shifted, ref, invalid, exact_mask=True)
+    with pytest.raises(AssertionError, match="^calc_diff"):
+        assert_mask_and_diff(ref * 0.9, ref, invalid, exact_mask=False, limit=1e-3)  # 10% off: diff ~5.5e-3
+    with pytest.raises(AssertionError, match="^simulated calc_diff"):
+        assert_mask_and_diff(ref, ref, invalid, exact_mask=False, simulated=ref * 0.99)
 
 
 @cpu_only
