@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import inspect
 import multiprocessing
 import os
 import re
@@ -98,7 +99,8 @@ def _ptxas_report(ptx: str, capability: int) -> dict[str, int]:
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
     arch = sm_arch_from_capability(capability)
-    ptxas = get_ptxas(capability).path
+    # Triton 3.6+ takes the capability (a per-arch ptxas); 3.5 and older take nothing.
+    ptxas = (get_ptxas(capability) if inspect.signature(get_ptxas).parameters else get_ptxas()).path
     with tempfile.TemporaryDirectory(prefix="xcompile_ptxas_") as d:
         src = Path(d) / "kernel.ptx"
         src.write_text(ptx)
