@@ -64,7 +64,8 @@ class DecodePaged(Family):
         side (`k_rows`), 128 tokens per tile for 64 query rows, fewer when next_n * heads grows
         so the accumulator stays within 64 fp32 registers per thread at 4 warps."""
         rows = self.dot_rows(problem, None)
-        block_t = max(16, min(128, 8192 // max(rows, 1)))
+        per_rows = 8192 // max(rows, 1)  # a power of two (the tile axis) at most 8192 / rows
+        block_t = max(16, min(128, 1 << max(per_rows.bit_length() - 1, 0)))
         if problem.page_size > block_t and problem.page_size % block_t:
             block_t = 16
         return Config(block_t=block_t, tiles_per_program=4, num_warps=4, num_stages=2, block_m=1,
