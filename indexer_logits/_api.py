@@ -37,10 +37,13 @@ from typing import Optional
 
 import torch
 
+from . import _fastpath
 from ._dispatch import Selection, device_compute_capability
 
 ENV_CHECK_VALUES = "INDEXER_LOGITS_CHECK_VALUES"
 ENV_PDL = "INDEXER_LOGITS_PDL"
+_fastpath.watch_env(ENV_CHECK_VALUES)
+_fastpath.watch_env(ENV_PDL)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -52,6 +55,16 @@ def _env_flag(name: str, default: str) -> tuple[bool, str]:
     if text not in _TRUE + _FALSE:
         raise ValueError(f"{name}: expected one of {list(_TRUE + _FALSE)}, got {text!r}")
     return text in _TRUE, text
+
+
+def value_checks_requested(check_values: Optional[bool], device) -> bool:
+    """Whether value checks are asked for (steps 1-3 of value_checks_enabled), capture or not: a
+    call that asks for them is never served by a cached launch (indexer_logits._fastpath)."""
+    if check_values is None:
+        if os.environ.get(ENV_CHECK_VALUES, "").strip():
+            return _env_flag(ENV_CHECK_VALUES, "1")[0]
+        return torch.device(device).type == "cpu"
+    return check_values is True
 
 
 def value_checks_enabled(check_values: Optional[bool], device) -> bool:

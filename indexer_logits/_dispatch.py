@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import _versions
+from . import _fastpath, _versions
 from ._identity import INTERPRETER_DOT_DTYPES, PROBLEM_FIELDS, family_kind, problem_key, slugify
 # The table names are re-exported: the public API and the tuner reach the tables through here.
 from ._tables import (CPU_SLUG, DEFAULT_SLUG, ENV_TABLE_DIR, FORMAT, PACKAGE_DIR, TABLE_FILE,  # noqa: F401
@@ -37,6 +37,8 @@ from ._tables import (CPU_SLUG, DEFAULT_SLUG, ENV_TABLE_DIR, FORMAT, PACKAGE_DIR
                       table_root, validate_table)
 
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
+_fastpath.watch_env(ENV_BACKEND)
+_fastpath.watch_env(ENV_TABLE_DIR)
 
 
 class Backend(str, enum.Enum):
@@ -158,6 +160,7 @@ def clear_cache() -> None:
         _TABLE_DIRS.clear()
         _SELECTIONS.clear()
         _WARNED.clear()
+    _fastpath.clear()
 
 
 def _table(root: Path, slug: str, dev: _Device, strict: bool) -> Optional[dict]:

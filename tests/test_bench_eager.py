@@ -38,4 +38,6 @@ def test_rows_name_a_kernel_and_positive_phases(tmp_path):
     assert [r["case"].split()[0] for r in rows] == ["decode", "decode", "prefill", "prefill"]
     for r in rows:
         assert r["rung"] != "reference" and r["variant"]
-        assert 0 < r["checks_us"] < r["full_us"] and 0 < r["launch_us"] < r["full_us"]
+        assert r["replayed"] is True  # the timed calls were the recorded launch
+        assert 0 < r["call_us"] < r["full_path_us"] and 0 < r["alloc_us"]
+        assert 0 < r["checks_us"] < r["full_path_us"] and 0 < r["launch_us"] < r["full_path_us"]

@@ -1,0 +1,198 @@
+"""indexer_logits._fastpath on CPU: what a recorded launch keeps, what it refuses, what a key holds.
+
+Triton's objects are stood in for by fakes with the same calling convention (JITFunction.run,
+CompiledKernel.run with the grid, stream, function, metadata, hooks, then every argument in
+signature order); the launches on a GPU are tests/test_fastpath_gpu.py's."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+import torch
+
+from indexer_logits import _fastpath as F
+
+
+class _Param:
+    def __init__(self, name, default=inspect.Parameter.empty):
+        self.name, self.default = name, default
+
+
+class _Compiled:
+    """A CompiledKernel: run() is the launcher; it computes out = q * w + OFFSET from the addresses
+    it is given, so a replay over the wrong tensors shows."""
+
+    function, packed_metadata = "fn", "meta"
+
+    def __init__(self):
+        self.launches = []
+
+    def run(self, g0, g1, g2, stream, function, metadata, launch_metadata, enter, exit_, *args):
+        q, w, out, n, offset = args
+        self.launches.append(((g0, g1, g2), stream, n, offset))
+        # the kernel writes through the address with its own strides: a wider buffer's first columns
+        out[:, :q.shape[1]].copy_(q * w + (offset if isinstance(offset, float) else 0.0))
+
+
+class JITFunction:  # the name _fastpath recognises a kernel by
+    def __init__(self):
+        self.params = [_Param("q"), _Param("w"), _Param("out"), _Param("n"), _Param("OFFSET", 0.0)]
+        self.compiled = _Compiled()
+        self.runs = 0
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def run(self, *args, grid, warmup, **kwargs):
+        self.runs += 1
+        grid = grid(None) if callable(grid) else grid
+        values = list(args) + [kwargs.get(p.name, p.default) for p in self.params[len(args):]]
+        self.compiled.run(*grid, *(1,) * (3 - len(grid)), "stream", "fn", "meta", None, None, None, *values)
+        return self.compiled
+
+
+def _module(launch_body: str):
+    """A module with one kernel and a launch() written in its namespace (as a generated one is)."""
+    ns = {"torch": torch, "_fake_kernel": JITFunction(), "_fake_helper": object()}
+    exec(f"def launch(q, w, out, offset):\n{launch_body}", ns)
+    return types.SimpleNamespace(launch=ns["launch"], kernel=ns["_fake_kernel"], ns=ns)
+
+
+_PLAIN = "    _fake_kernel[(q.shape[0],)](q, w, out, q.numel(), OFFSET=offset)\n    return out\n"
+
+
+class _Driver:
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device):
+        return f"stream{device}"
+
+
+class _HookChain:
+    def __init__(self):
+        self.calls = []
+
+
+@pytest.fixture(autouse=True)
+def fake_triton(monkeypatch):
+    runtime = types.SimpleNamespace(launch_enter_hook=_HookChain(), launch_exit_hook=_HookChain())
+    monkeypatch.setattr(F, "active_driver", lambda: _Driver())
+    monkeypatch.setattr(F, "_runtime_hooks", lambda: runtime)
+    F.clear()
+    yield runtime
+    F.clear()
+
+
+def _inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g), torch.empty(4, 8)
+
+
+def test_a_replay_launches_over_the_new_tensors():
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    got = F.record(("k",), mod.launch, (q, w, out, 2.0), {}, [q, w, out], 2)
+    assert got is out and torch.equal(out, q * w + 2.0)
+    replay = F.get(("k",))
+    assert replay is not None and replay.grid == (4, 1, 1) and replay.calls == 0
+    q2, w2, out2 = _inputs(1)
+    served = replay([q2, w2, out2], 2)
+    assert served is out2 and torch.equal(out2, q2 * w2 + 2.0)  # the constant OFFSET kept, tensors swapped
+    assert replay.calls == 1 and mod.kernel.runs == 1  # Triton's run() was not called again
+    assert mod.kernel.compiled.launches[-1] == ((4, 1, 1), "stream0", 32, 2.0)
+    assert mod.ns["_fake_kernel"] is mod.kernel  # the module's global is restored
+
+
+def test_a_replay_allocates_the_output_when_the_call_did():
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    F.record(("k",), mod.launch, (q, w, out, 0.0), {}, [q, w, out], 2)
+    q2, w2, _ = _inputs(3)
+    served = F.get(("k",))([q2, w2, None], 2)
+    assert served.shape == (4, 8) and served.dtype == torch.float32 and torch.equal(served, q2 * w2)
+
+
+def test_a_wider_buffer_comes_back_as_the_full_path_returns_it():
+    mod = _module("    _fake_kernel[(1,)](q, w, out, 0, OFFSET=offset)\n    return out\n")
+    q, w, _ = _inputs(0)
+    wide = torch.zeros(4, 12)
+    narrow = wide[:, :8]
+    F.record(("k",), mod.launch, (q, w, narrow, 0.0), {}, [q, w, narrow], 2)
+    served = F.get(("k",))([q, w, torch.zeros(4, 12)], 2)
+    assert served.shape == (4, 8)
+
+
+@pytest.mark.parametrize("body, why", [
+    ("    tmp = torch.empty_like(out)\n    _fake_kernel[(1,)](q, w, tmp, 0)\n    return out\n", "of no input"),
+    ("    _fake_kernel[lambda m: (1,)](q, w, out, 0)\n    return out\n", "grid"),
+    ("    _fake_kernel[(1,)](q, w, out, 0)\n    _fake_kernel[(1,)](q, w, out, 0)\n    return out\n", "2 kernel launches"),
+    ("    _fake_kernel[(1,)](q, w, out, 0, OFFSET=[1])\n    return out\n", "is a list"),
+], ids=["allocation", "callable-grid", "two-launches", "odd-argument"])
+def test_a_launch_that_cannot_be_replayed_is_not_cached(body, why):
+    mod = _module(body)
+    q, w, out = _inputs(0)
+    F.record(("k",), mod.launch, (q, w, out, 0.0), {}, [q, w, out], 2)
+    assert F.get(("k",)) is None
+    assert why in (F.why_not_cached(("k",)) or "")
+
+
+def test_two_inputs_at_one_address_are_not_cached():
+    mod = _module(_PLAIN)
+    q, _, out = _inputs(0)
+    F.record(("k",), mod.launch, (q, q, out, 0.0), {}, [q, q, out], 2)
+    assert F.get(("k",)) is None and "several inputs" in F.why_not_cached(("k",))
+
+
+def test_a_launch_hook_sends_the_call_back_to_the_full_path(fake_triton):
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    F.record(("k",), mod.launch, (q, w, out, 0.0), {}, [q, w, out], 2)
+    fake_triton.launch_enter_hook.calls.append(print)
+    q2, w2, out2 = _inputs(1)
+    assert F.get(("k",))([q2, w2, out2], 2) is None
+    assert F.get(("k",)).calls == 0
+
+
+def test_disabled_by_the_environment(monkeypatch):
+    monkeypatch.setenv(F.ENV_FAST_LAUNCH, "0")
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    F.record(("k",), mod.launch, (q, w, out, 0.0), {}, [q, w, out], 2)
+    assert F.get(("k",)) is None and torch.equal(out, q * w)
+
+
+def test_no_key_no_record():
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    F.record(None, mod.launch, (q, w, out, 0.0), {}, [q, w, out], 2)
+    assert F.replays() == {}
+
+
+def test_a_key_is_none_for_cpu_and_unknown_arguments():
+    q = torch.zeros(4, 8)
+    assert F.call_key("t", (q,), ()) is None
+    assert F.get(None) is None
+
+
+class _CudaLike:
+    """Not a torch.Tensor (a subclass or a fake has no address to key on): no key."""
+
+    is_cuda = True
+
+
+def test_a_key_refuses_tensor_stand_ins():
+    assert F.call_key("t", (_CudaLike(),), ()) is None
+
+
+@pytest.mark.gpu
+def test_a_key_holds_alignment_scalars_types_and_environment(monkeypatch):
+    base = torch.zeros(64, device="cuda")
+    k = F.call_key("t", (base[:16], None), (1, True))
+    assert k == F.call_key("t", (base[16:32], None), (1, True))  # same shape, 64-byte offset: same key
+    assert k != F.call_key("t", (base[1:17], None), (1, True))  # 4 bytes off: another alignment
+    assert k != F.call_key("t", (base[:16], None), (True, True))  # bool is not int
+    monkeypatch.setenv(F.ENV_FAST_LAUNCH, "1")
+    assert k != F.call_key("t", (base[:16], None), (1, True))
