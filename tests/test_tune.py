@@ -422,6 +422,23 @@ def test_seed_table_times_each_buckets_shipped_config_first(tmp_path):
     assert got == {(1, ships[1].key, "seed:table"), (2, ships[2].key, "seed:table"), (4, default.key, "seed:default")}
 
 
+def test_seed_table_seeds_2d_lengths_with_the_1d_twins_entries(tmp_path):
+    """A 2-D-lengths problem the table has no entry for starts from its 1-D twin's entry at the
+    same bucket (only how a row's length is read differs between the two kernels)."""
+    feasible = [c for c in feasible_points(PROBLEM, None, DOT) if c != default_config(PROBLEM, DOT[0])
+                and not c.programs_per_sm]
+    modules = {"v1": {"config": json.loads(feasible[2].to_json())}}
+    entries = [{"problem": json.loads(PROBLEM.to_json()), "bucket": {"batch": 2, "context": 64}, "variant": "v1"}]
+    table = tmp_path / "dispatch.json"
+    table.write_text(json.dumps({"entries": entries, "modules": modules}))
+    db = tmp_path / "trials.sqlite"
+    _tune(["--batch", "2", "--context", "64", "--trials", "1", "--ask-batch", "1", "--db", str(db),
+           "--lens-mode", "2d", "--seed-table", str(table)])
+    got = {(r["bucket_batch"], r["config_key"], r["source"], json.loads(r["problem_json"])["lens_mode"])
+           for r in trial_rows(db).values() if r["status"] == "ok"}
+    assert got == {(2, feasible[2].key, "seed:table", "2d")}
+
+
 def test_seed_table_names_the_option_when_missing(tmp_path):
     result = CliRunner().invoke(main, ["tune", *TINY, "--seed-table", "no_such_gpu", "--db", str(tmp_path / "t.sqlite")])
     assert result.exit_code == 2 and "--seed-table" in result.output and "indexer_logits" in result.output

@@ -146,7 +146,12 @@ def _try_configs(texts: Sequence[str]) -> tuple[Config, ...]:
 
 def _table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
     """((problem key, batch, context), Config) for every bucket of `plan` that the dispatch table
-    `seed_table` (a GPU slug under indexer_logits/tables/, or a dispatch.json path) ships a config for."""
+    `seed_table` (a GPU slug under indexer_logits/tables/, or a dispatch.json path) ships a config for.
+
+    A problem with 2-D lengths that the table has no entry for is seeded with its 1-D twin's
+    entry at the same bucket: the two kernels differ only in how a row's length is read (one
+    int32 per row instead of per request), so the 1-D winner is the best-known start, and
+    `--lens-mode 2d --seed-table <gpu> --trials 1` turns a 1-D table into measured 2-D entries."""
     if not seed_table:
         return ()
     path = Path(seed_table)
@@ -163,8 +168,11 @@ def _table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
         raise TuneUsageError(f"{path} is not a dispatch table: {exc!r}", param_hint="--seed-table") from None
     out = []
     for problem, buckets in plan:
+        twin = dataclasses.replace(problem, lens_mode="1d").key if problem.lens_mode == "2d" else None
         for bucket in buckets:
             config = shipped.get((problem.key, bucket.batch, bucket.context))
+            if config is None and twin is not None:
+                config = shipped.get((twin, bucket.batch, bucket.context))
             if config is not None and config.dot_dtype in dot_dtypes:
                 out.append(((problem.key, bucket.batch, bucket.context), config))
     return tuple(out)
