@@ -146,16 +146,22 @@ def _random_pool_and_table(problem: Problem, batch: int, max_context_len: int, g
 def _random_cache(layout, num_pages: int, stride: int, g: torch.Generator, dev, ue8m0: bool) -> torch.Tensor:
     """A packed cache of random K, built a slab of pages at a time (bounded temporaries)."""
     slab = max(1, (256 << 20) // (layout.page_size * layout.head_dim * 4))
-    parts = []
+    first = None
     for p0 in range(0, num_pages, slab):
         k = torch.randn(min(slab, num_pages - p0), layout.page_size, layout.head_dim, generator=g, device=dev)
-        parts.append(pack_pages(k, layout, stride, ue8m0=ue8m0))
-    if len(parts) == 1:
-        return parts[0]
-    elem = parts[0].element_size()
-    buf = torch.cat([p.as_strided((p.shape[0] * stride // elem,), (1,)) for p in parts])
-    shape = (num_pages,) + tuple(parts[0].shape[1:])
-    return buf.as_strided(shape, (stride // elem,) + tuple(parts[0].stride()[1:]))
+        part = pack_pages(k, layout, stride, ue8m0=ue8m0)
+        if p0 == 0:
+            if slab >= num_pages:
+                return part
+            # one buffer filled slab by slab in place: no second copy of the pool (a torch.cat of
+            # the slabs needed twice the pool, 107 GB at 256 requests x 1M tokens)
+            elem = part.element_size()
+            buf = torch.empty(num_pages * stride // elem, dtype=part.dtype, device=dev)
+            first = part
+        flat = part.as_strided((part.shape[0] * stride // elem,), (1,))
+        buf[p0 * stride // elem: p0 * stride // elem + flat.numel()].copy_(flat)
+    shape = (num_pages,) + tuple(first.shape[1:])
+    return buf.as_strided(shape, (stride // elem,) + tuple(first.stride()[1:]))
 
 
 def poison_block_table(inputs: DecodeInputs) -> DecodeInputs:
