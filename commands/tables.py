@@ -62,6 +62,18 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
             click.echo(f"  note: {note}")
 
 
+def _shape_cap(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        batch, context = (int(v) for v in value.lower().split("x"))
+        if batch < 1 or context < 1:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"expected BATCHxCONTEXT of positive ints (e.g. 64x32768), got {value!r}") from None
+    return batch, context
+
+
 @click.command()
 @click.option("--gpu", "gpus", multiple=True, help="GPU slug whose table to check (repeatable). [default: all]")
 @click.option("--root", default=GENERATED, show_default=True,
@@ -72,25 +84,52 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
 @click.option("--family", "families", multiple=True, type=FamilyChoice(),
               help="Only entries of this kernel family (repeatable). [default: all]")
 @click.option("--quiet", is_flag=True, help="No progress line per checked entry (stderr).")
-def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool) -> None:
+@click.option("--no-bucket", is_flag=True, help="Only the capped gates: no check at each bucket's own shape.")
+@click.option("--cap", "bucket_cap", default=None, callback=_shape_cap, metavar="BATCHxCONTEXT",
+              help="Run the bucket checks at most at this shape. [default: none on a GPU (up to 256x1M)]")
+@click.option("--no-pool", is_flag=True, help="Skip the > 4 GiB cache-pool case of the paged modules.")
+@click.option("--sample-rows", default=4, show_default=True, type=click.IntRange(0, 64),
+              help="Random rows checked against the reference at a bucket's shape, beside the first, last and widest.")
+@click.option("--max-entries", default=None, type=click.IntRange(1), help="Only the first N checks of the plan.")
+@click.option("--record", is_flag=True,
+              help="Write each entry's result into its table's `verified` field (only the running device's table).")
+def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool, no_bucket: bool, bucket_cap,
+           no_pool: bool, sample_rows: int, max_entries, record: bool) -> None:
     """Re-check every shipped dispatch entry against the torch reference (GPU or interpreter).
 
     Each module's sha256 is checked, then it runs the tuner's gates (reference values, -inf mask,
-    CUDA-graph replay with other lengths, poisoned block table) at its bucket's shape (capped).
-    Without a GPU this runs under TRITON_INTERPRET=1, where native-dot modules are checked through
-    an fp16/fp32-dot stand-in; the table says which way each row was checked. Exits 1 on any failure.
+    CUDA-graph replay with other lengths, poisoned block table) at its bucket's shape capped at
+    64x32K, then, on a GPU, a check at the bucket's own shape (up to 256x1M): a sample of rows
+    (first, last, widest, --sample-rows random; listed in the output) against the reference over
+    the whole width, DeepGEMM's calc_diff < 1e-3 and relative error < 1e-3, the exact -inf mask of
+    every row, the poisoned block table; a shape whose inputs would not fit the free memory is
+    skipped and says so. Every paged module also reads a cache pool of more than 4 GiB past its
+    4 GiB byte offset. Without a GPU this runs under TRITON_INTERPRET=1 at small shapes (a 4 MiB
+    pool read past 2 MiB), where native-dot modules are checked through an fp16/fp32-dot
+    stand-in; the table says which way each row was checked. Exits 1 on any failure.
     """
+    from tuner.envinfo import current
+    from tuner.verify_progress import Progress, seconds_text
+    from tuner.verify_record import record_rows
+
     on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
     if not on_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is loaded (verify_tables loads them)
+    clock = Progress()
+    announced = []
     try:
         def progress(i: int, n: int, r) -> None:
+            if not announced:
+                announced.append(True)
+                if not quiet:
+                    click.echo(f"plan: {n} checks, estimated {seconds_text(clock.estimate)}", err=True)
             if not quiet:
-                click.echo(f"[{i}/{n}] {r.table} {r.what} {r.problem} {r.bucket}: {'ok' if r.ok else 'FAIL'} {r.detail}"[:200],
-                           err=True)
+                click.echo(f"[{i}/{n}] {r.table} {r.what} {r.problem} {r.bucket}: {'ok' if r.ok else 'FAIL'} "
+                           f"({clock.text()}) {r.detail}"[:600], err=True)
 
         rows = verify_tables(root, gpus, include_defaults=not no_defaults, on_gpu=on_gpu, seed=seed,
-                             families=families or None, on_row=progress)
+                             families=families or None, on_row=progress, at_bucket=not no_bucket, pool=not no_pool,
+                             bucket_cap=bucket_cap, random_rows=sample_rows, max_entries=max_entries, progress=clock)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--gpu") from None
     where = (f"on {torch.cuda.get_device_name()}" if on_gpu
@@ -106,6 +145,19 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool
     failed = [r for r in rows if not r.ok]
     hows = sorted({r.how for r in rows if r.how != "-"})
     click.echo(f"{len(rows)} checked, {len(rows) - len(failed)} ok, {len(failed)} failed; checked as: {'; '.join(hows) or '-'}")
+    at_bucket = [r for r in rows if r.what == "entry" and r.full is not None]
+    pools = [r for r in rows if r.what == "pool"]
+    skipped = [r for r in at_bucket + pools if not r.full.ran]
+    click.echo(f"at their bucket's own shape: {sum(r.full.ran for r in at_bucket)} entries checked, "
+               f"{sum(not r.full.ran for r in at_bucket)} skipped; large pool: {sum(r.full.ran for r in pools)} "
+               f"modules checked, {sum(not r.full.ran for r in pools)} skipped; {clock.text().split(',')[0]}")
+    for r in skipped:
+        click.echo(f"  skipped {r.table} {r.what} {r.problem} {r.bucket}: {r.full.skipped}")
+    if record:
+        env = current()
+        stamp = {"device": env.gpu_name if on_gpu else "cpu (interpreter)", "triton": env.triton, "torch": env.torch}
+        for note in record_rows(root, rows, env.gpu_slug if on_gpu else "cpu", stamp, seed):
+            click.echo(note)
     sys.exit(1 if failed else 0)
 
 

@@ -133,9 +133,11 @@ def test_verify_under_the_interpreter(emitted, tmp_path):
     assert res.exit_code == 0, res.output
     assert "interpreter, as shipped" in res.output  # the cpu table's fp16-dot entry
     assert "interpreter, fp16 tl.dot stand-in for native" in res.output  # the H200 table's native entry
-    assert "2 checked, 2 ok, 0 failed" in res.output
-    assert "[2/2] nvidia_h200 entry" in res.output  # a progress line per entry (stderr)
-    res = CliRunner().invoke(cli.main, ["verify", "--root", str(emitted), "--no-defaults", "--family", "decode_paged"])
+    assert "4 checked, 4 ok, 0 failed" in res.output  # two entries, each paged module once on the large pool
+    assert "[3/4] nvidia_h200 entry" in res.output and "ETA" in res.output  # a progress line per entry (stderr)
+    assert "at their bucket's own shape: 2 entries checked, 0 skipped; large pool: 2 modules checked" in res.output
+    res = CliRunner().invoke(cli.main, ["verify", "--root", str(emitted), "--no-defaults", "--family", "decode_paged",
+                                        "--no-pool"])
     assert res.exit_code == 0 and "2 checked, 2 ok, 0 failed" in res.output, res.output
     res = CliRunner().invoke(cli.main, ["verify", "--root", str(emitted), "--no-defaults", "--family", "prefill_paged"])
     assert res.exit_code == 1 and "no entries of family prefill_paged" in res.output, res.output
