@@ -1,4 +1,5 @@
-"""The committed H200 table is what `emit` makes from the committed trial store, byte for byte.
+"""The committed H200 table is what `emit` makes from the committed trial store, byte for byte
+(with the `verified` records of `verify --record`, which emit carries over while true).
 
 If the templates changed since the H200 tuning run, emit would (rightly) drop the stale winners
 and the comparison means nothing: the test then skips and says that the H200 needs re-tuning.
@@ -28,6 +29,10 @@ def test_h200_table_reemits_byte_for_byte(tmp_path):
 
     import cli
 
+    # the committed table first, as a re-emit in place finds it: emit keeps its `verify --record`
+    # fields where the entry and its module are unchanged, and rewrites everything else
+    (tmp_path / "nvidia_h200").mkdir()
+    (tmp_path / "nvidia_h200" / "dispatch.json").write_bytes((TABLE / "dispatch.json").read_bytes())
     result = CliRunner().invoke(cli.main, ["emit", "--db", str(DB), "--gpu", "nvidia_h200", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     fresh = tmp_path / "nvidia_h200"

@@ -28,6 +28,7 @@ from .render import emit as render_emit
 from .render import template_hash, write_if_different
 from .space import TARGETS, InfeasibleConfig, check, default_config
 from .store import Store
+from .verify_record import carry_records
 
 FORMAT = _dispatch.FORMAT
 TABLE_FILE = _dispatch.TABLE_FILE
@@ -207,9 +208,18 @@ def emit_gpu(store: Store, slug: str, out_root: Path) -> EmitResult:
     directory.mkdir(parents=True, exist_ok=True)
     result = EmitResult(slug, directory, 0, 0)
     table, files = build_gpu_table(store, slug, directory, result)
+    carry_records(_previous_table(directory), table)  # verify --record's fields, where still true
     result.entries, result.modules = len(table["entries"]), len(table["modules"])
     _write_dir(directory, table, files, result)
     return result
+
+
+def _previous_table(directory: Path) -> Optional[dict]:
+    """The table already in directory (None if absent or unreadable): its verify records carry over."""
+    try:
+        return json.loads((directory / TABLE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def emit_defaults(out_root: Path) -> EmitResult:
