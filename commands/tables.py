@@ -91,10 +91,12 @@ def _shape_cap(ctx, param, value):
 @click.option("--sample-rows", default=4, show_default=True, type=click.IntRange(0, 64),
               help="Random rows checked against the reference at a bucket's shape, beside the first, last and widest.")
 @click.option("--max-entries", default=None, type=click.IntRange(1), help="Only the first N checks of the plan.")
+@click.option("--plan-only", is_flag=True,
+              help="Run nothing: list the checks a GPU run would make, their shapes and estimated time.")
 @click.option("--record", is_flag=True,
               help="Write each entry's result into its table's `verified` field (only the running device's table).")
 def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool, no_bucket: bool, bucket_cap,
-           no_pool: bool, sample_rows: int, max_entries, record: bool) -> None:
+           no_pool: bool, sample_rows: int, max_entries, plan_only: bool, record: bool) -> None:
     """Re-check every shipped dispatch entry against the torch reference (GPU or interpreter).
 
     Each module's sha256 is checked, then it runs the tuner's gates (reference values, -inf mask,
@@ -113,6 +115,15 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool
     from tuner.verify_record import record_rows
 
     on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
+    if plan_only:
+        rows = verify_tables(root, gpus, include_defaults=not no_defaults, on_gpu=True, seed=seed,
+                             families=families or None, at_bucket=not no_bucket, pool=not no_pool,
+                             bucket_cap=bucket_cap, random_rows=sample_rows, max_entries=max_entries, dry_run=True)
+        click.echo(format_rows(rows))
+        total = sum(float(r.detail.split()[1]) for r in rows if r.how == "planned")
+        click.echo(f"plan of a GPU run: {len(rows)} checks, estimated {seconds_text(total)} on one H200 "
+                   f"(tuner/verify_progress.py's costs)")
+        sys.exit(0 if all(r.ok for r in rows) else 1)
     if not on_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is loaded (verify_tables loads them)
     clock = Progress()

@@ -32,7 +32,7 @@ from .pdl_gate import pdl_gate, pdl_supported
 from .render import emit as render_emit
 from .render import load_module
 from .tables import interpreter_dot_dtype
-from .verify_bucket import BucketCheck, check_bucket
+from .verify_bucket import BucketCheck, check_bucket, shape_text
 from .verify_pool import CPU_POOL, GPU_POOL, check_pool
 from .verify_progress import Progress, plan_cost
 from .verify_sample import RANDOM_ROWS
@@ -180,12 +180,14 @@ def verify_tables(root: Path, gpus: Optional[Sequence[str]] = None, include_defa
                   on_gpu: bool = False, seed: int = 0, families: Optional[Sequence[str]] = None,
                   on_row: Optional[Callable[[int, int, VerifyRow], None]] = None, *, at_bucket: bool = True,
                   pool: bool = True, bucket_cap: Optional[tuple[int, int]] = None, random_rows: int = RANDOM_ROWS,
-                  max_entries: Optional[int] = None, progress: Optional[Progress] = None) -> list[VerifyRow]:
+                  max_entries: Optional[int] = None, progress: Optional[Progress] = None,
+                  dry_run: bool = False) -> list[VerifyRow]:
     """Check the tables' modules. families: only entries of these kernel families; on_row(i, n,
     row): called as each row is done (progress: a long GPU check killed by a time limit still
     leaves the rows before it). at_bucket: also check each entry at its bucket's own shape
     (bucket_cap: at most this (batch, context)); pool: the large-pool case of each paged module;
-    max_entries: only the first that many checks of the plan."""
+    max_entries: only the first that many checks of the plan. dry_run: run nothing; one row per
+    planned check, its shape and estimated seconds (the plan of a GPU run when on_gpu)."""
     root = Path(root)
     slugs = sorted(p.parent.name for p in root.glob(f"*/{_dispatch.TABLE_FILE}")
                    if p.parent.name != _dispatch.DEFAULT_SLUG)
@@ -211,12 +213,15 @@ def verify_tables(root: Path, gpus: Optional[Sequence[str]] = None, include_defa
         plan = plan[:max_entries]
     checker = _Checker(on_gpu, seed, bucket_cap, random_rows)
     if progress is not None:
-        costs = []
-        for _, _, modules, what, variant, bucket in plan:
+        progress.start([cost for cost, _ in _plan_costs(checker, plan, at_bucket)])
+    if dry_run:
+        checker.close()
+        for (slug, _, modules, what, variant, bucket), (cost, shape) in zip(plan, _plan_costs(checker, plan, at_bucket)):
             problem = Problem.from_dict(modules[variant]["problem"])
-            shape = checker.bucket_shape(problem, bucket) if at_bucket and bucket is not None else None
-            costs.append(plan_cost(problem, what, shape, on_gpu))
-        progress.start(costs)
+            text = "-" if shape is None else shape_text(problem, shape)
+            rows.append(VerifyRow(slug, what, problem.slug, "-" if bucket is None else f"b{bucket[0]}_c{bucket[1]}",
+                                  variant, "planned", text, True, f"estimated {cost:.1f} s", problem.key, bucket))
+        return rows
     try:
         for i, (slug, directory, modules, what, variant, bucket) in enumerate(plan):
             rows.append(_run_one(checker, slug, directory, modules[variant], what, variant, bucket, at_bucket))
@@ -227,6 +232,16 @@ def verify_tables(root: Path, gpus: Optional[Sequence[str]] = None, include_defa
     finally:
         checker.close()
     return rows
+
+
+def _plan_costs(checker: _Checker, plan: list, at_bucket: bool) -> list[tuple[float, Optional[tuple[int, int]]]]:
+    """(estimated seconds, bucket-check shape or None) of each planned check."""
+    out = []
+    for _, _, modules, what, variant, bucket in plan:
+        problem = Problem.from_dict(modules[variant]["problem"])
+        shape = checker.bucket_shape(problem, bucket) if at_bucket and bucket is not None else None
+        out.append((plan_cost(problem, what, shape, checker.on_gpu), shape))
+    return out
 
 
 def _run_one(checker: _Checker, slug: str, directory: Path, info: dict, what: str, variant: str, bucket,

@@ -18,8 +18,8 @@ from indexer_logits._identity import Problem
 from .verify_bucket import GENERATION_BYTES, needed_bytes
 
 GATE_SECONDS = 0.8  # one entry's capped gates, compile included
-POOL_SECONDS = 1.0  # one module on the large pool: a memset of the pool, small inputs, the full reference
-BYTES_PER_SECOND = 40e9  # of a bucket check's estimated memory (the pool dominates)
+POOL_SECONDS = 2.0  # one module on the large pool: a memset, small inputs, the full reference, maybe a compile
+BYTES_PER_SECOND = 20e9  # of a bucket check's estimated memory (the pool dominates; ~40 bytes of traffic per pool byte at ~1 TB/s, conservatively)
 CPU_SLOWDOWN = 2.0  # under the interpreter, at its small shapes; only the ratio between checks matters much
 
 
