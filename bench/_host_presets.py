@@ -51,7 +51,9 @@ PRESETS: dict[str, Preset] = {
                                       "tune"),
     "merge": Preset(60, (PY, "cli.py", "merge-db", "--into", "db/trials.sqlite", "{lane_stores}")),
     "emit": Preset(120, (PY, "cli.py", "emit", "--gpu", "{table}")),
-    "verify": Preset(90, (PY, "cli.py", "verify", "--gpu", "{table}", "--no-defaults")),
+    # the capped gates (81 s for the H200's 108 entries), then every entry at its own bucket and
+    # the > 4 GiB pool: `verify --plan-only` estimates 2m31s for that table
+    "verify": Preset(300, (PY, "cli.py", "verify", "--gpu", "{table}", "--no-defaults")),
     "bench-decode-fp8-n1": Preset(330, _bench("--dtype", "fp8", "--next-n", "1", "--batch", POW2, "--context",
                                               BENCH_CONTEXTS, "--methods", KERNELS, "--candidates", "3",
                                               "--replays", "10"), "bench"),
