@@ -35,7 +35,8 @@ def no_work(monkeypatch):
 
     for module, name in ((tuner.xcompile, "compile_many"), (tuner.bench, "bench_bucket"),
                          (tuner.bench, "append_rows"), (tuner.search.Search, "run"),
-                         (tuner.verify._Checker, "check"), (tuner.tables, "emit_gpu"),
+                         (tuner.verify._Checker, "check"), (tuner.verify._Checker, "check_at_bucket"),
+                         (tuner.verify._Checker, "check_pool"), (tuner.tables, "emit_gpu"),
                          (tuner.tables, "emit_defaults"), (tuner.report, "write_report"),
                          (tuner.ship.shutil, "copyfile")):
         monkeypatch.setattr(module, name, boom)
@@ -155,6 +156,10 @@ def test_verify_bad_options(paths, no_work):
     refused(["verify", "--root", paths["missing"]], "--root", code=2)
     refused(["verify", "--root", paths["file"]], "--root", code=2)
     refused(["verify", "--seed", "zero"], "--seed", code=2)
+    refused(["verify", "--cap", "64"], "--cap", "BATCHxCONTEXT", code=2)
+    refused(["verify", "--cap", "0x32768"], "--cap", code=2)
+    refused(["verify", "--max-entries", "0"], "--max-entries", code=2)
+    refused(["verify", "--sample-rows", "-1"], "--sample-rows", code=2)
     res = invoke(["verify", "--root", paths["dir"]])  # a folder without default/: reported, exit 1
     assert res.exit_code == 1 and "FAIL" in res.output and "default/dispatch.json" in res.output
     res = invoke(["verify", "--root", paths["dir"], "--no-defaults"])  # nothing verified is a failure
