@@ -114,6 +114,9 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool
     from tuner.verify_progress import Progress, seconds_text
     from tuner.verify_record import record_rows
 
+    if record and (no_bucket or plan_only):
+        raise click.BadParameter("records the bucket checks' results: not with --no-bucket or --plan-only",
+                                 param_hint="--record")
     on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
     if plan_only:
         rows = verify_tables(root, gpus, include_defaults=not no_defaults, on_gpu=True, seed=seed,

@@ -160,6 +160,7 @@ def test_verify_bad_options(paths, no_work):
     refused(["verify", "--cap", "0x32768"], "--cap", code=2)
     refused(["verify", "--max-entries", "0"], "--max-entries", code=2)
     refused(["verify", "--sample-rows", "-1"], "--sample-rows", code=2)
+    refused(["verify", "--record", "--no-bucket"], "--record", "--no-bucket", code=2)
     res = invoke(["verify", "--root", paths["dir"]])  # a folder without default/: reported, exit 1
     assert res.exit_code == 1 and "FAIL" in res.output and "default/dispatch.json" in res.output
     res = invoke(["verify", "--root", paths["dir"], "--no-defaults"])  # nothing verified is a failure
