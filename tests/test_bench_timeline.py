@@ -90,5 +90,7 @@ def test_timeline_of_one_bucket(tmp_path):
     rows = json.loads((tmp_path / "timeline.json").read_text())
     assert len(rows) == 2
     for r in rows:
-        assert len(r["launches"]) == 8 and r["end_max_us"] > r["all_started_us"] > 0
+        # >= 0: at 8 x 8K the grid is one wave, every program starts at once, and %globaltimer's
+        # step (~1 us on the H200) gives them all the same start (the H200 read 0.0 here)
+        assert len(r["launches"]) == 8 and r["end_max_us"] > r["all_started_us"] >= 0
         assert r["plain_us"] <= 1.5 * r["probed_us"] and abs(r["period_us"] - r["probed_us"]) < 0.5 * r["probed_us"]
