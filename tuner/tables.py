@@ -34,6 +34,25 @@ FORMAT = _dispatch.FORMAT
 TABLE_FILE = _dispatch.TABLE_FILE
 DEFAULT_SLUG = _dispatch.DEFAULT_SLUG
 
+# Template versions whose timings carry over to a later one: current template hash -> the older
+# hashes whose compiled code for the tuned GPU is the same, PTX instruction for instruction (the
+# debug sections, which name the source file, aside). A trial timed with one of them counts as
+# timed with the current template, so a change that alters no instruction (a comment, a form
+# the compiler folds away) keeps a tuned table without a re-tune. Add an entry only with that
+# evidence, for every variant a committed table ships.
+PTX_EQUIVALENT_TEMPLATES: dict[str, tuple[str, ...]] = {
+    # decode_paged, issue 30: `True & (i + 1 < n_tiles)` in the next tile's masks (Triton 3.9's
+    # interpreter refused the int32 mask the bare comparison broadcast into). The sm_90 PTX under
+    # Triton 3.6 of all 217 decode variants of tables/default and tables/nvidia_h200 is identical.
+    "9685a8a3540ae0ce1676705c496320dad583caab010d86150db0a313f7007020": (
+        "ef0cde9aae2ca034ec6d90a073d3ff12b7f0922385ddca641c94d6c7d0f59b78",),
+}
+
+
+def timing_hashes(current: str) -> tuple[str, ...]:
+    """The template hashes whose trials stand for template `current`: itself, then its PTX-equivalent forebears."""
+    return (current, *PTX_EQUIVALENT_TEMPLATES.get(current, ()))
+
 
 
 def _is_module_file(name: str) -> bool:
@@ -133,15 +152,19 @@ def _fresh_winners(store: Store, slug: str, hashes: dict[str, str], notes: list[
     """Store.winners, except that a winner measured with another version of its template (its
     module would not be the code that was timed) gives way to the best trial of this version."""
     winners = store.winners(slug)
-    out = []
+    out, carried = [], {}
     for w in winners:
         current = hashes[w["family"]]
-        if w["template_hash"] == current:
+        accepted = timing_hashes(current)
+        if w["template_hash"] in accepted:
             out.append(w)
+            if w["template_hash"] != current:
+                carried[w["template_hash"]] = carried.get(w["template_hash"], 0) + 1
             continue
+        marks = ", ".join("?" * len(accepted))
         rows = store.trials("gpu_slug = ? and status = 'ok' and score_ms is not null and problem_key = ? "
-                            "and bucket_batch = ? and bucket_context = ? and template_hash = ?",
-                            [slug, w["problem_key"], w["bucket_batch"], w["bucket_context"], current])
+                            f"and bucket_batch = ? and bucket_context = ? and template_hash in ({marks})",
+                            [slug, w["problem_key"], w["bucket_batch"], w["bucket_context"], *accepted])
         where = f"{Problem.from_json(w['problem_json']).slug} b{w['bucket_batch']}_c{w['bucket_context']}"
         if rows:
             best = min(rows, key=lambda r: (r["score_ms"], r["trial_key"]))
@@ -151,6 +174,9 @@ def _fresh_winners(store: Store, slug: str, hashes: dict[str, str], notes: list[
         else:
             notes.append(f"{where}: skipped, every ok trial was timed with an older template "
                          f"({w['template_hash'][:12]}); re-tune it")
+    for old, count in sorted(carried.items()):
+        notes.append(f"{count} winners were timed with template {old[:12]}, whose compiled code equals the current "
+                     "template's (tuner.tables.PTX_EQUIVALENT_TEMPLATES)")
     return out
 
 
