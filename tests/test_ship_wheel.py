@@ -78,7 +78,7 @@ def test_installed_wheel_serves_the_shipped_table(installed, tmp_path):
     # the installed distribution declares the runtime's two requirements
     meta = subprocess.run([str(py), "-c", "from importlib.metadata import requires; print(requires('indexer_logits'))"],
                           capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
-    assert meta.stdout.strip() == "['torch>=2.4', 'triton>=3.2']", meta.stdout + meta.stderr
+    assert meta.stdout.strip() == "['torch>=2.4', 'triton>=3.6']", meta.stdout + meta.stderr
 
 
 def test_installed_tampered_module_is_refused(installed, tmp_path):
