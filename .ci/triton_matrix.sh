@@ -21,10 +21,10 @@ VERSIONS=${TRITON_MATRIX_VERSIONS:-"3.6.0 3.8.0 3.9.0"}
 SAMPLE=${TRITON_MATRIX_SAMPLE:-2}
 ROOT=${TRITON_MATRIX_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/indexer-logits/triton-matrix}
 PY=${PYTHON:-python3}
-# "<major.minor> <target> <family>: why" (issue 30, item 3: Triton 3.9's sm_90 register allocation
+# "<major.minor> <target> <family> <check's reason>: why" (issue 30, item 3: Triton 3.9's sm_90 register allocation
 # of the 64x64x4-row ragged prefill tile spills 156 + 148 B at 255 registers; 3.6: 222, 3.8: 224
 # registers, no spill. Candidates that fit all three: docs/PERF.md, "Triton versions").
-KNOWN=("3.9 sm_90 prefill_ragged: family default spills under Triton 3.9 (re-tune or a new default needs a GPU)")
+KNOWN=("3.9 sm_90 prefill_ragged spills: family default spills under Triton 3.9 (re-tune or a new default needs a GPU)")
 # The runtime's interpreter tests: decode and ragged prefill defaults at H in {16, 32, 128} x D in
 # {64, 128} (test_default_heads), chunked prefill's kernel over page sizes, layouts and dtypes and
 # its runtime function (test_prefill_paged), the public API on the synthetic table (test_runtime).
@@ -80,7 +80,7 @@ for line in open(path):
     elif m := re.match(r"family default ((\w+?)__\S+): (\w+) \((.*)\)$", line):
         if m.group(3) == "ok":
             continue
-        key = (mm, target, m.group(2))
+        key = (mm, target, m.group(2), m.group(4).split(":", 1)[0])
         (notes if key in known else bad).append(f"{target} {m.group(2)} default {m.group(3)}: {m.group(4)}")
     elif m := re.match(r"(sm_\d+) summary: (.*)", line):
         summaries.append(f"{m.group(1)} {m.group(2)}")
