@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 import torch
 
+import tuner.baselines
 import tuner.bench
 import tuner.report
 from indexer_logits._identity import DTYPES, Bucket
@@ -42,8 +43,9 @@ from .common import DB_DIR, ROOT, FamilyChoice, int_list
 @click.option("--candidates", type=click.IntRange(min=1), default=12, show_default=True,
               help="Configs the autotune baseline chooses among (a reproducible sample incl. the default).")
 @click.option("--methods", default=",".join(["shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth",
-                                             "reference"]),
-              show_default=True, help="Comma list of methods to time (shipped_pdl: decode on sm_90+ only).")
+                                             "deepgemm", "reference"]),
+              show_default=True, help="Comma list of methods to time (shipped_pdl: decode on sm_90+ only; deepgemm: "
+                                      "DeepGEMM's kernel wherever `import deep_gemm` works, else every row says why not).")
 @click.option("--replays", type=click.IntRange(min=1), default=30, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON-lines results file (default docs/results/bench_<gpu>.jsonl).")
@@ -58,7 +60,8 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     Per bucket and on the same inputs: the shipped kernel (the runtime API), the family's untuned
     default, the autotune pick among the same configs, the torch full-width fallback (decode) and
     the length-aware torch reference (and, for decode on sm_90+, the shipped kernel as a
-    programmatic dependent launch: shipped_pdl); each in ms, % of the floor (bytes / measured copy bandwidth
+    programmatic dependent launch: shipped_pdl; and DeepGEMM's own kernel wherever deep_gemm
+    imports, checked against ours first, its version in every row); each in ms, % of the floor (bytes / measured copy bandwidth
     for decode, flops / measured matmul rate of the dtype for both prefill families) and ratio
     to the shipped kernel."""
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
@@ -100,11 +103,15 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
         raise click.BadParameter(f"expected 1-64 letters, digits, '.', '_' or '-', got {run_id!r}", param_hint="--run-id")
     run_id, created = run_id or uuid.uuid4().hex[:12], now_iso()
     target = target_for(env.compute_capability.replace(".", "")) if on_gpu else None
-    header = f"{'problem':26s} {'bucket':16s} {'lens':8s} {'method':16s} {'p50 ms':>10s} {'% floor':>8s} {'x shipped':>9s}"
+    header = (f"{'problem':26s} {'bucket':16s} {'lens':8s} {'method':16s} {'p50 ms':>10s} {'% floor':>8s} {'x shipped':>9s}"
+              f" {'x DeepGEMM':>10s}")
     click.echo(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s" + (f", matmul {matmul_rate / 1e12:.0f} TFLOP/s" if matmul_rate else ""), err=True)
     if "shipped_pdl" in chosen and (family != "decode_paged" or not pdl_capable(device)):
         click.echo("note: shipped_pdl skipped: programmatic dependent launch is for decode on a CUDA device of "
                    "compute capability 9.0 or newer", err=True)
+    if "deepgemm" in chosen:
+        dg = tuner.baselines.deepgemm(device)
+        click.echo(f"DeepGEMM: deep_gemm {dg.version}" if dg else f"note: DeepGEMM not run ({dg.reason})", err=True)
     lines = []
     for problem in problems:
         cands = sample_points(problem, candidates, target, dot_dtypes=(dot_dtype,))
@@ -116,10 +123,14 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
                                                     created_at=created, replays=replays, dot_dtype=dot_dtype,
                                                     methods=chosen)
                     tuner.bench.append_rows(out_path, rows)
+                    if rows and rows[0].deepgemm_absent and "deepgemm" in chosen:
+                        click.echo(f"{problem.slug:26s} {f'b{b}_c{c}':16s} {fill:8s} DeepGEMM not run: "
+                                   f"{rows[0].deepgemm_absent}", err=True)
                     for r in rows:
                         ratio = f"{r.ratio_to_shipped:9.2f}" if r.ratio_to_shipped is not None else f"{'-':>9s}"
+                        vs_dg = f"{r.ratio_to_deepgemm:10.2f}" if r.ratio_to_deepgemm is not None else f"{'-':>10s}"
                         line = (f"{problem.slug:26s} {f'b{b}_c{c}':16s} {fill:8s} {r.method:16s} {r.p50_ms:10.4f} "
-                                f"{100 * r.frac_of_floor:7.1f}% {ratio}")
+                                f"{100 * r.frac_of_floor:7.1f}% {ratio} {vs_dg}")
                         lines.append(line)
                         click.echo(line, err=True)
                     if on_gpu:

@@ -15,6 +15,12 @@ CUDA-graph replay (the timer is recorded in every row):
   pick is then timed like the others;
 - torch_fullwidth: the torch fallback over the whole page-table width (what SGLang runs on GPUs
   without DeepGEMM), decode fp8 only, in batch chunks that keep its intermediates under 4 GiB;
+- deepgemm: DeepGEMM's own kernel (`fp8_paged_mqa_logits` with its
+  `get_paged_mqa_logits_metadata` schedule, computed per input set outside the timing;
+  `fp8_mqa_logits` for ragged prefill) wherever `import deep_gemm` works (tuner/baselines.py),
+  timed in the same harness after its logits matched ours on the valid region (calc_diff
+  < 1e-3). Every row of a bucket records DeepGEMM's version, its p50 (`deepgemm_us`) and the
+  row's time over it (`ratio_to_deepgemm`), or why there is none (`deepgemm_absent`);
 - reference: the length-aware torch reference (reads lengths on the host: not capturable, so
   it is timed eagerly with events).
 Rows go to a JSON-lines file (schema: BenchRow); the report reads only that file.
@@ -34,6 +40,7 @@ import torch
 
 import indexer_logits as rt
 
+from . import baselines
 from .gates import launch, new_output, reference
 from .inputs import DecodeInputs, PrefillPagedInputs
 from .measure import time_candidate, timing_inputs
@@ -44,7 +51,7 @@ from .roofline import floor_ms
 from .space import default_config
 from .timing import Timing, time_cuda_graph, time_wall_clock
 
-METHODS = ("shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth", "reference")
+METHODS = ("shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth", "deepgemm", "reference")
 FALLBACK_CHUNK_BYTES = 4 << 30
 
 
@@ -72,6 +79,12 @@ class BenchRow:
     matmul_rate: Optional[float]
     torch_version: str
     triton_version: str
+    # DeepGEMM, the same for every row of a bucket (None in rows written before it was a baseline):
+    deepgemm_version: Optional[str] = None  # `2.3.0+477618c` where it imported
+    deepgemm_us: Optional[float] = None  # its p50 in microseconds at this bucket
+    ratio_to_deepgemm: Optional[float] = None  # this method's p50 / DeepGEMM's (< 1: faster than DeepGEMM)
+    deepgemm_diff: Optional[float] = None  # calc_diff of its logits against ours on the valid region
+    deepgemm_absent: Optional[str] = None  # why this bucket has no DeepGEMM figure
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -224,16 +237,49 @@ def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Seq
         out = new_output(sets[0], 0.0)
         fn = lambda: torch_fullwidth_fallback(sets[0], out)
         results["torch_fullwidth"] = ("torch", _time_fns([fn], timer, max(3, replays // 5)))
+    dg, dg_diff, dg_absent = None, None, "not asked for (--methods)"
+    if "deepgemm" in methods:
+        dg = baselines.deepgemm(device)
+        dg_absent = dg.reason or baselines.unsupported(problem, device)
+        if dg_absent is None:
+            dg_diff, dg_absent, timing = _deepgemm_timing(dg, problem, sets, timer, replays)
+            if timing is not None:
+                results["deepgemm"] = (f"deep_gemm {dg.version}", timing)
     if "reference" in methods:
         results["reference"] = ("torch", _time_eager(lambda: reference(sets[0]), reps=3))
-    shipped = results.get("shipped")
+    shipped, theirs = results.get("shipped"), results.get("deepgemm")
     rows = []
     for method, (variant, t) in results.items():
         rows.append(BenchRow(
             run_id, created_at, env.gpu_slug, env.gpu_name, problem.family, problem.to_json(), bucket.batch,
             bucket.context, lens, method, variant, t.method, t.p20_ms, t.p50_ms, t.p80_ms, fl, fl / t.p50_ms,
-            (t.p50_ms / shipped[1].p50_ms) if shipped else None, copy_bw, matmul_rate, env.torch, env.triton))
+            (t.p50_ms / shipped[1].p50_ms) if shipped else None, copy_bw, matmul_rate, env.torch, env.triton,
+            deepgemm_version=dg.version if dg else None,
+            deepgemm_us=theirs[1].p50_ms * 1e3 if theirs else None,
+            ratio_to_deepgemm=(t.p50_ms / theirs[1].p50_ms) if theirs else None,
+            deepgemm_diff=dg_diff, deepgemm_absent=None if theirs else dg_absent))
     return rows
+
+
+def _deepgemm_timing(dg, problem: Problem, sets: Sequence, timer: str, replays: int):
+    """(calc_diff against ours, why absent or None, Timing or None): DeepGEMM's calls checked
+    against ours on the first input set, then timed like `shipped` (a graph that cannot be
+    captured is timed eagerly with events, its timer saying so)."""
+    try:
+        fns = baselines.launches(dg.module, problem, sets)
+        ours = _api_call(problem)(sets[0], new_output(sets[0], 0.0))
+        diff = baselines.check(fns[0](), ours, sets[0].valid_mask())
+    except Exception as exc:  # DeepGEMM refused the shapes (a host assertion) or faulted: say so
+        return None, f"DeepGEMM failed at this bucket: {type(exc).__name__}: {baselines.first_line(exc)}", None
+    if not diff < baselines.MAX_DIFF:
+        return diff, f"DeepGEMM's logits differ from ours (calc_diff {diff:.2e} >= {baselines.MAX_DIFF:g}): not timed", None
+    try:
+        return diff, None, _time_fns(fns, timer, replays)
+    except Exception as exc:
+        if timer != "cuda_graph":
+            return diff, f"DeepGEMM failed to time: {type(exc).__name__}: {baselines.first_line(exc)}", None
+        torch.cuda.synchronize()
+        return diff, None, _time_eager(fns[0], reps=max(5, replays))
 
 
 def append_rows(path: Path, rows: Sequence[BenchRow]) -> None:
