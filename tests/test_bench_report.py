@@ -118,13 +118,13 @@ def test_fallback_ratio_pairs_rows_of_one_run():
     rows = [row("shipped", 0.030, "old", "2026-01-01T00:00:00"), row("torch_fullwidth", 0.900, "old", "2026-01-01T00:00:00"),
             row("shipped", 0.020, "new", "2026-01-02T00:00:00")]  # newer shipped row, no fallback in its run
     line = [ln for ln in bench_tables(rows).splitlines() if "B=64, 8192" in ln][0]
-    assert line.endswith("| 30.0x |"), line  # 0.900 / 0.030 of run "old", not 0.900 / 0.020
+    assert line.endswith("| 30.0x | - |"), line  # 0.900 / 0.030 of run "old", not 0.900 / 0.020
     rows.append(row("shipped", 0.025, "old", "2026-01-01T00:05:00"))  # a second shipped row of run "old"
     line = [ln for ln in bench_tables(rows).splitlines() if "B=64, 8192" in ln][0]
-    assert line.endswith("| 30.0x |"), line  # the one timed in the same invocation as the fallback
+    assert line.endswith("| 30.0x | - |"), line  # the one timed in the same invocation as the fallback
     rows = [row("shipped", 0.020, "new", "2026-01-02T00:00:00"), row("torch_fullwidth", 0.900, "old", "2026-01-01T00:00:00")]
     line = [ln for ln in bench_tables(rows).splitlines() if "B=64, 8192" in ln][0]
-    assert line.endswith("| - |"), line
+    assert line.endswith("| - | - |"), line  # no fallback ratio (and no DeepGEMM column figure)
 
 
 def test_bench_warms_every_method_up_alike_and_reports_each_ones_times(monkeypatch, device):

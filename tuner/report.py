@@ -2,7 +2,8 @@
 and the trial store; nothing here measures anything.
 
 Plots: % of the floor per bucket and method; speedup of the shipped kernel over the full-width
-torch fallback; tuning convergence (best score so far against trials measured, per study, with
+torch fallback; ours / DeepGEMM per bucket (where the bench took DeepGEMM; else the report says
+why it did not run); tuning convergence (best score so far against trials measured, per study, with
 the exhaustive grid's best where a grid run exists); time to tune per run.
 """
 
@@ -19,7 +20,7 @@ from indexer_logits._identity import Problem
 from .bench import read_rows
 from .store import Store
 
-METHOD_ORDER = ("shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth", "reference")
+METHOD_ORDER = ("shipped", "shipped_pdl", "default", "autotune", "torch_fullwidth", "deepgemm", "reference")
 
 
 def _plt():
@@ -46,13 +47,14 @@ def _latest_run(rows: list[dict]) -> list[dict]:
     return list(best.values())
 
 
-def _same_run_shipped(all_rows: list[dict]):
-    """fallback row -> the shipped row it should be divided by: the one timed by the same bench
-    invocation (same run id and start time), else the newest of the same run, else None. The
-    newest row of each method may come from different runs; a ratio across runs means nothing."""
+def _same_run_shipped(all_rows: list[dict], method: str = "shipped"):
+    """fallback row -> the shipped row (or `method`'s) it should be divided by: the one timed by
+    the same bench invocation (same run id and start time), else the newest of the same run, else
+    None. The newest row of each method may come from different runs; a ratio across runs means
+    nothing."""
     index: dict[tuple, list[dict]] = collections.defaultdict(list)
     for r in all_rows:
-        if r["method"] == "shipped":
+        if r["method"] == method:
             index[(r["gpu_slug"], r["problem_json"], r["bucket_batch"], r["bucket_context"], r["lens"],
                    r["run_id"])].append(r)
 
@@ -73,9 +75,9 @@ def bench_tables(rows: list[dict]) -> str:
     for r in rows:
         by_cell[(r["gpu_name"], _problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"], r["lens"])][r["method"]] = r
     out = []
-    header = "| GPU | problem | bucket | lens | " + " | ".join(METHOD_ORDER) + " | fallback / shipped |"
+    header = "| GPU | problem | bucket | lens | " + " | ".join(METHOD_ORDER) + " | fallback / shipped | ours / DeepGEMM |"
     out.append(header)
-    out.append("|" + "---|" * (5 + len(METHOD_ORDER)))
+    out.append("|" + "---|" * (6 + len(METHOD_ORDER)))
     for (gpu, slug, b, c, lens), methods in sorted(by_cell.items()):
         cells = []
         for m in METHOD_ORDER:
@@ -84,8 +86,89 @@ def bench_tables(rows: list[dict]) -> str:
         fb = methods.get("torch_fullwidth")
         sh = paired(fb) if fb else None
         speed = f"{fb['p50_ms'] / sh['p50_ms']:.1f}x" if fb and sh else "-"
-        out.append(f"| {gpu} | {slug} | B={b}, {c} | {lens} | " + " | ".join(cells) + f" | {speed} |")
+        dg = methods.get("deepgemm")
+        ours = paired(dg) if dg else None
+        vs = f"{ours['p50_ms'] / dg['p50_ms']:.2f}" if dg and ours else "-"
+        out.append(f"| {gpu} | {slug} | B={b}, {c} | {lens} | " + " | ".join(cells) + f" | {speed} | {vs} |")
     return "\n".join(out)
+
+
+def deepgemm_pairs(rows: list[dict]) -> list[tuple[tuple, dict, dict]]:
+    """(gpu, problem slug, batch, context, lens) -> (shipped row, DeepGEMM row) of the same bench
+    invocation, per bucket (the newest DeepGEMM row of each)."""
+    paired = _same_run_shipped(rows)
+    out = []
+    for r in _latest_run(rows):
+        if r["method"] == "deepgemm" and (sh := paired(r)) is not None:
+            out.append(((r["gpu_name"], _problem_slug(r["problem_json"]), r["bucket_batch"], r["bucket_context"],
+                         r["lens"]), sh, r))
+    return sorted(out, key=lambda t: t[0])
+
+
+def deepgemm_absences(rows: list[dict]) -> dict[str, list[str]]:
+    """Why DeepGEMM was not run -> the buckets (newest run per bucket) that say so; buckets with a
+    DeepGEMM row are left out, and rows written before DeepGEMM was a baseline give one reason."""
+    timed = {(r["gpu_slug"], r["problem_json"], r["bucket_batch"], r["bucket_context"], r["lens"])
+             for r in rows if r["method"] == "deepgemm"}
+    why: dict[str, list[str]] = collections.defaultdict(list)
+    seen = set()
+    for r in sorted(_latest_run(rows), key=lambda r: (r["problem_json"], r["bucket_batch"], r["bucket_context"])):
+        key = (r["gpu_slug"], r["problem_json"], r["bucket_batch"], r["bucket_context"], r["lens"])
+        if key in timed or key in seen:
+            continue
+        seen.add(key)
+        reason = r.get("deepgemm_absent") or ("these bench rows predate the DeepGEMM baseline"
+                                               if "deepgemm_absent" not in r else "no reason recorded")
+        why[reason].append(f"{_problem_slug(r['problem_json'])} B={r['bucket_batch']} {r['bucket_context']} {r['lens']}")
+    return dict(why)
+
+
+def deepgemm_section(rows: list[dict], plot_dir: Path, out_md: Path) -> list[str]:
+    """The report's "Against DeepGEMM" part: per bucket our time over DeepGEMM's (table and plot),
+    and a line per reason where it did not run."""
+    pairs = deepgemm_pairs(rows)
+    absent = deepgemm_absences(rows)
+    parts = ["## Against DeepGEMM", ""]
+    if not pairs:
+        reasons = "; ".join(absent) or "no bench rows"
+        return parts + [f"DeepGEMM: not run ({reasons}).", ""]
+    parts += ["Ours = the shipped kernel; both timed by the same bench invocation on the same inputs and timer, "
+              "DeepGEMM's logits checked against ours on the valid region first (calc_diff). "
+              "ours / DeepGEMM < 1: ours is faster.", "",
+              "| GPU | problem | bucket | lens | ours | DeepGEMM | ours / DeepGEMM | DeepGEMM version | calc_diff | timer |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for (gpu, slug, b, c, lens), sh, dg in pairs:
+        diff = dg.get("deepgemm_diff")
+        parts.append(f"| {gpu} | {slug} | B={b}, {c} | {lens} | {sh['p50_ms'] * 1e3:.1f} us | {dg['p50_ms'] * 1e3:.1f} us | "
+                     f"{sh['p50_ms'] / dg['p50_ms']:.2f} | {dg.get('deepgemm_version') or '?'} | "
+                     f"{'-' if diff is None else f'{diff:.1e}'} | {dg['timer']} |")
+    parts.append("")
+    if plot_vs_deepgemm(pairs, plot_dir / "vs_deepgemm.png"):
+        parts += [f"![ours / DeepGEMM]({_rel(plot_dir / 'vs_deepgemm.png', out_md)})", ""]
+    for reason, buckets in absent.items():
+        shown = ", ".join(buckets[:6]) + (f" and {len(buckets) - 6} more" if len(buckets) > 6 else "")
+        parts += [f"DeepGEMM: not run at {shown} ({reason}).", ""]
+    return parts
+
+
+def plot_vs_deepgemm(pairs: list, path: Path) -> bool:
+    if not pairs:
+        return False
+    plt = _plt()
+    ratios = [sh["p50_ms"] / dg["p50_ms"] for _, sh, dg in pairs]
+    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(pairs)), 4))
+    ax.bar(range(len(pairs)), ratios, color=["tab:green" if v <= 1 else "tab:red" for v in ratios])
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(pairs)))
+    ax.set_xticklabels([f"{s}\nB={b} {c // 1024}K {l}" for (g, s, b, c, l), _, _ in pairs], rotation=60, ha="right",
+                       fontsize=7)
+    ax.set_ylabel("ours / DeepGEMM time (< 1: ours faster)")
+    versions = sorted({dg.get("deepgemm_version") or "?" for _, _, dg in pairs})
+    ax.set_title(f"Shipped kernel against DeepGEMM {', '.join(versions)}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 def plot_floor(rows: list[dict], path: Path) -> None:
@@ -214,6 +297,7 @@ def write_report(bench_files: Iterable[Path], db_path: Path | None, out_md: Path
         parts += [f"![% of floor]({_rel(plot_dir / 'floor.png', out_md)})", ""]
         if plot_speedup(rows, plot_dir / "speedup.png"):
             parts += [f"![speedup over the fallback]({_rel(plot_dir / 'speedup.png', out_md)})", ""]
+        parts += deepgemm_section(rows, plot_dir, out_md)
     else:
         parts += ["No benchmark rows yet: run `python cli.py bench`.", ""]
     if trials:
