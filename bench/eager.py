@@ -11,6 +11,11 @@ same with out=None, the output allocated per call), the full path with the fast 
 (`full_path`: INDEXER_LOGITS_FAST_LAUNCH=0), and the full path's phases: the argument checks,
 the dispatch lookup, the module's launch(), and inside it the cache views, the grid, the TMA
 descriptor; then the top functions of a cProfile of the call with the fast path off.
+Wherever `import deep_gemm` works (tuner/baselines.py), each case gets a DeepGEMM row beside
+ours, in the same process at the same shapes: its host time per call (`call`), per call with
+the GPU (`eager`) and, for decode, of its get_paged_mqa_logits_metadata call (`metadata`; the
+timed decode calls take a schedule computed once), after its logits matched ours (calc_diff
+< 1e-3, `diff`); where it cannot run, the row says why (`absent`).
 Needs a CUDA device.
 """
 
@@ -203,6 +208,43 @@ def prefill_phases(il, rows: int, keys: int, calls: int) -> dict:
     return row
 
 
+def deepgemm_row(dg, kind: str, size: tuple, calls: int) -> dict:
+    """DeepGEMM's eager call at one case's shapes, checked against ours first; or why not."""
+    import torch
+    import indexer_logits as il
+    from tuner import baselines
+    row = {"case": f"{kind} {size[0]}x{size[1]}", "impl": "deep_gemm", "version": dg.version}
+    if not dg:
+        row["absent"] = dg.reason
+        return row
+    try:
+        torch.manual_seed(7)
+        if kind == "decode":
+            q, kv, w, lens, bt, out = decode_inputs(*size)
+            meta = dg.module.get_paged_mqa_logits_metadata(lens, kv.shape[1], dg.module.get_num_sms())
+            call = lambda: dg.module.fp8_paged_mqa_logits(q, kv, w, lens, bt, meta, size[1], False)  # noqa: E731
+            ours = il.fp8_paged_mqa_logits(q, kv, w, lens, bt, None, size[1], out=out)
+            valid = torch.arange(size[1], device="cuda")[None, :] < lens[:, None]
+        else:
+            q, kv, w, ks, ke, out = prefill_inputs(*size)
+            call = lambda: dg.module.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=False)  # noqa: E731
+            ours = il.fp8_mqa_logits(q, kv, w, ks, ke, out=out)
+            t = torch.arange(size[1], device="cuda")[None, :]
+            valid = (t >= ks[:, None]) & (t < ke[:, None])
+        row["diff"] = baselines.check(call(), ours, valid)
+        if not row["diff"] < baselines.MAX_DIFF:
+            row["absent"] = f"its logits differ from ours (calc_diff {row['diff']:.2e}): not timed"
+            return row
+        row["call_us"] = _us(call, calls)
+        row["eager_us"] = _eager_us(call, max(200, calls // 10))
+        if kind == "decode":
+            row["metadata_us"] = _us(lambda: dg.module.get_paged_mqa_logits_metadata(lens, kv.shape[1],
+                                                                                   dg.module.get_num_sms()), calls)
+    except Exception as exc:  # a refused shape or a fault: the row says so, the run goes on
+        row["absent"] = f"failed: {type(exc).__name__}: {baselines.first_line(exc)}"
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.eager", description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=2000)
@@ -213,21 +255,37 @@ def main(argv=None) -> int:
         from ._common import no_cuda
         return no_cuda()
     import indexer_logits as il
-    rows = [decode_phases(il, 1, 256, args.calls), decode_phases(il, 64, 8192, args.calls),
-            prefill_phases(il, 16, 512, args.calls), prefill_phases(il, 1024, 8192, args.calls)]
+    from tuner import baselines
+    dg = baselines.deepgemm("cuda")
+    rows = []
+    for kind, size in (("decode", (1, 256)), ("decode", (64, 8192)), ("prefill", (16, 512)), ("prefill", (1024, 8192))):
+        phases = decode_phases if kind == "decode" else prefill_phases
+        rows.append(dict(phases(il, *size, args.calls), impl="indexer_logits"))
+        rows.append(deepgemm_row(dg, kind, size, args.calls))
+    ours = [r for r in rows if r["impl"] == "indexer_logits"]
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "eager.json").write_text(json.dumps(rows, indent=1))
-    for r in rows:
+    for r in ours:
         print(f"--- {r['case']} ({r['rung']} {r['variant']}; every timed call replayed: {r['replayed']}): "
               f"cProfile of {args.calls} calls with the fast path off")
         print("\n".join(r["profile"].splitlines()[:40]))
         if "direct_err" in r:
             print(f"direct launch: {r.get('direct_us', 'n/a')} us; {r['direct_err']}")
-    keys = [k for k in rows[0] if k.endswith("_us")]
-    print("case".ljust(22) + "".join(k[:-3].rjust(9) for k in keys))
+    keys = [k for k in ours[0] if k.endswith("_us")] + ["metadata_us"]
+    print("case".ljust(26) + "".join(k[:-3].rjust(9) for k in keys))
     for r in rows:
-        print(r["case"].ljust(22) + "".join((f"{r[k]:9.1f}" if k in r else " " * 9) for k in keys))
+        label = r["case"] + (" DG" if r["impl"] == "deep_gemm" else "")
+        print(label.ljust(26) + "".join((f"{r[k]:9.1f}" if k in r else " " * 9) for k in keys))
+    for r in rows:
+        if r["impl"] == "deep_gemm":
+            mine = next(o for o in ours if o["case"] == r["case"])
+            if "absent" in r:
+                print(f"DeepGEMM {r['case']}: not run ({r['absent']})")
+            else:
+                print(f"DeepGEMM {r['version']} {r['case']}: eager {r['eager_us']:.1f} us, host {r['call_us']:.1f} us "
+                      f"(calc_diff {r['diff']:.1e}); ours eager {mine['eager_us']:.1f} us, host {mine['call_us']:.1f} us: "
+                      f"ours / DeepGEMM eager {mine['eager_us'] / r['eager_us']:.2f}")
     return 0
 
 

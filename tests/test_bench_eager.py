@@ -1,5 +1,6 @@
 """bench/eager.py: the command line, its refusal without a GPU, and on a GPU one run whose rows name
-the kernel that served each case (never the reference) and whose phases are positive."""
+the kernel that served each case (never the reference) and whose phases are positive, each case
+followed by DeepGEMM's row (its times where deep_gemm imports, else why not)."""
 
 import json
 import subprocess
@@ -35,8 +36,20 @@ def test_rows_name_a_kernel_and_positive_phases(tmp_path):
     proc = _run("--calls", "50", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads((tmp_path / "eager.json").read_text())
-    assert [r["case"].split()[0] for r in rows] == ["decode", "decode", "prefill", "prefill"]
-    for r in rows:
+    assert [r["impl"] for r in rows] == ["indexer_logits", "deep_gemm"] * 4
+    ours, theirs = rows[0::2], rows[1::2]
+    assert [r["case"].split()[0] for r in ours] == ["decode", "decode", "prefill", "prefill"]
+    assert [r["case"] for r in theirs] == [r["case"] for r in ours]
+    from tuner import baselines
+    dg = baselines.deepgemm("cuda")
+    for r in theirs:  # DeepGEMM's row per case: its figures where it imports, else why not
+        if dg:
+            assert "absent" not in r, r["absent"]
+            assert r["version"] == dg.version and r["diff"] < baselines.MAX_DIFF
+            assert 0 < r["call_us"] and 0 < r["eager_us"] and (r["case"].startswith("prefill") or r["metadata_us"] > 0)
+        else:
+            assert r["absent"] == dg.reason
+    for r in ours:
         assert r["rung"] != "reference" and r["variant"]
         assert r["replayed"] is True  # the timed calls were the recorded launch
         assert 0 < r["call_us"] < r["full_path_us"] and 0 < r["alloc_us"]
