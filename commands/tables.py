@@ -14,7 +14,10 @@ from tuner.ship import ShipError
 from tuner.ship import ship as ship_package
 from tuner.wheel import build_wheel
 from tuner.tables import gpu_slugs, open_store_if_present
+from tuner.envinfo import current
 from tuner.verify import format_rows, verify_tables
+from tuner.verify_progress import Progress, seconds_text
+from tuner.verify_record import record_rows
 
 from .common import DB_DIR, GENERATED, FamilyChoice
 
@@ -110,10 +113,6 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool
     pool read past 2 MiB), where native-dot modules are checked through an fp16/fp32-dot
     stand-in; the table says which way each row was checked. Exits 1 on any failure.
     """
-    from tuner.envinfo import current
-    from tuner.verify_progress import Progress, seconds_text
-    from tuner.verify_record import record_rows
-
     if record and (no_bucket or plan_only):
         raise click.BadParameter("records the bucket checks' results: not with --no-bucket or --plan-only",
                                  param_hint="--record")

@@ -114,6 +114,11 @@ def load_table(path: Path, expect_slug: Optional[str] = None, compute_capability
     return validate_table(table, path, expect_slug, compute_capability)
 
 
+def table_text(table: dict) -> str:
+    """A dispatch table's bytes as emit and verify --record write them (sorted keys: reproducible)."""
+    return json.dumps(table, sort_keys=True, indent=1, ensure_ascii=True) + "\n"
+
+
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

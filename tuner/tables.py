@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from indexer_logits import _dispatch
+from indexer_logits._tables import table_text
 from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Config, Problem, variant_name
 
 from . import __version__
@@ -99,10 +100,6 @@ class EmitResult:
     @property
     def changed(self) -> bool:
         return bool(self.written or self.removed)
-
-
-def table_text(table: dict) -> str:
-    return json.dumps(table, sort_keys=True, indent=1, ensure_ascii=True) + "\n"
 
 
 def _fits(problem: Problem, config: Config) -> list[str]:

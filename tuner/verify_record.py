@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from indexer_logits import _dispatch
+from indexer_logits._tables import table_text
 
 
 def _stamp(env: dict, when: str, seed: int, row) -> dict:
@@ -53,8 +54,6 @@ def pool_record(row, env: dict, when: str, seed: int) -> Optional[dict]:
 def record_rows(root: Path, rows: list, device_slug: str, env: dict, seed: int,
                 when: Optional[str] = None) -> list[str]:
     """Write the rows' records into the tables under root; returns one note per table."""
-    from .tables import table_text  # tuner.tables imports carry_records from here
-
     when = when or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     notes = []
     for slug in sorted({r.table for r in rows if r.what in ("entry", "pool")}):
