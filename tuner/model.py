@@ -1,0 +1,211 @@
+"""A performance model per kernel family: a config's time on a bucket, parametric in the device
+(tuner.devices: SM count, per-SM limits, copy bandwidth, matmul rate, launch and start costs) and
+in the config's compiled resources (registers and shared memory from tuner.xcompile).
+
+It ranks configs for a GPU nobody has tuned on (`cli.py predict`); it is not a list of winners.
+Every term is one of docs/PERF.md's lessons from the H200 ("Lessons for tuning", "The fixed
+cost per launch", "What bounds the small buckets"), cited where it is used:
+  - programs resident per SM from registers and shared memory; a grid over the resident slots
+    runs in waves, and a second wave is what costs ("One wave of programs");
+  - a program's dependent start (lengths, block table) and its chain of tile reads: a short
+    program pays its start per tile, a long one is bound by its per-tile chain ("Runs of at least
+    MIN_RUN tiles", the 64x8K 1-tile and BLOCK_T 32 sweeps);
+  - the stream: the bucket's bytes at 95.2% of the copy rate, or less when the copies in flight
+    (resident programs x pipelined tiles) cannot cover the memory latency (the small buckets);
+  - the dot: the scoring's flops at a fraction of the matmul rate (next_n = 2 reaches 77-80% of
+    the memory floor at 1M tokens where next_n = 1 reaches 97-99%: compute starts to bound);
+  - logits stored per tile cost more than their bytes ("Deferred logits stores": 5% of the
+    64x8K time for 3% of its bytes);
+  - the fixed cost: launch to launch plus the tail (1.0 + ~1.5 us on the H200 timeline).
+Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from indexer_logits._identity import Config, Problem
+
+from .devices import Device
+from .space import estimate_shared_bytes
+
+MODEL_VERSION = "1"
+
+STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
+STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
+MMA_EFFICIENCY = 0.55  # small dots (64-256 rows): next_n = 2 at 1M reaches ~770 of 1400 TFLOP/s
+MMA_SYNC_ON_WGMMA_ARCH = 0.15  # sm_90 kernels that fall back to mma.sync (a dot too small for wgmma)
+MIN_RUN = 4  # the split grid's shortest run (templates: MIN_RUN)
+# Fit to the 10,304 ok H200 trials of db/trials.sqlite (fp8 next_n 1 and 2, bf16; median of
+# measured / predicted by feature), for what the terms above do not explain:
+Q_ROWS_COST = 1.6  # orient q_rows: the head sum across warps (every H200 winner is k_rows)
+PERSISTENT_COST = 1.45  # the persistent grid's tile loop (its winners: one bf16 bucket of 12)
+SPAN_PAGES_COST = 1.2  # a tile over several pages reads one block-table entry a token, no TMA box
+SPAN_PAGES_DOT_COST = 1.5  # ... and its dot waits on those gathers (next_n = 2: 1.7x)
+PREFILL_L2_REUSE = 4.0  # prefill's key chunks are read by every row block: mostly from L2 (assumption)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one compiled variant uses: per-thread registers, shared bytes, the dot's instruction."""
+
+    registers: int
+    shared_bytes: int
+    mma: str = ""  # tuner.xcompile's flavour ('wgmma', 'mma.sync', 'tcgen05'), '' when unknown
+
+
+def estimate_resources(problem: Problem, config: Config, device: Device) -> Resources:
+    """An optimistic guess before compiling (the cheap pre-rank): the accumulator's registers plus a
+    base, shared memory from tuner.space's estimate. Compiled resources replace it."""
+    from .families import family_of
+
+    rows = family_of(problem).dot_rows(problem, config)
+    threads = 32 * config.num_warps
+    acc = rows * config.block_t // threads
+    run = 0
+    if config.store == "run":
+        run = config.tiles_per_program * config.block_t * problem.next_n // threads
+    return Resources(min(255, 32 + acc + run), estimate_shared_bytes(problem, config),
+                     _likely_mma(problem, config, device))
+
+
+def _likely_mma(problem: Problem, config: Config, device: Device) -> str:
+    cap = device.target_limits.capability
+    if cap >= 120 or cap < 90:
+        return "mma.sync"
+    if cap >= 100:
+        return "tcgen05"
+    return "wgmma" if config.num_warps % 4 == 0 and config.block_t >= 64 else "mma.sync"
+
+
+def programs_per_sm(device: Device, config: Config, res: Resources) -> int:
+    """Resident programs an SM holds: the least of the register file, shared memory, warp and
+    program limits (CUDA's occupancy rules: registers a warp in units of 256)."""
+    arch = device.arch
+    warps = config.num_warps
+    per_warp = math.ceil(max(res.registers, 1) * 32 / arch.register_granule) * arch.register_granule
+    by_regs = arch.registers_per_sm // (per_warp * warps)
+    by_shared = arch.shared_per_sm // (res.shared_bytes + arch.shared_reserved_per_program)
+    by_warps = arch.max_warps_per_sm // warps
+    return max(0, min(by_regs, by_shared, by_warps, arch.max_programs_per_sm))
+
+
+def _dot_rate(device: Device, problem: Problem, res: Resources) -> float:
+    rate = device.matmul_rate(problem.cache_dtype) * MMA_EFFICIENCY
+    if res.mma == "mma.sync" and 90 <= device.target_limits.capability < 100:
+        rate *= MMA_SYNC_ON_WGMMA_ARCH / MMA_EFFICIENCY
+    return rate
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One predicted time and its terms (us), for reports and tests."""
+
+    total_us: float
+    waves: int
+    resident: int  # programs an SM
+    programs: int  # programs that score tiles
+    stream_us: float
+    serial_us: float
+    dot_us: float
+    fixed_us: float
+
+
+INFEASIBLE = Breakdown(math.inf, 0, 0, 0, math.inf, math.inf, math.inf, 0.0)
+
+
+def decode_breakdown(device: Device, problem: Problem, config: Config, res: Resources, batch: int, context: int,
+                     fill: str = "full") -> Breakdown:
+    """Decode over the paged cache, every request at `context` ("full") or a quarter of it."""
+    resident = programs_per_sm(device, config, res)
+    if resident == 0:
+        return INFEASIBLE
+    bt, n_rows = config.block_t, problem.next_n
+    valid = context if fill == "full" else max(1, context // 4)
+    tiles = math.ceil(valid / bt)  # a request's valid tiles
+    if config.programs_per_sm == 0:
+        # The split grid (batch, cdiv(width, CHUNK)); a request's valid tiles shared evenly by its
+        # row of programs in runs of at least MIN_RUN ("Runs of at least MIN_RUN tiles").
+        row = math.ceil(context / (bt * config.tiles_per_program))
+        run = min(tiles, max(math.ceil(tiles / row), MIN_RUN))
+        programs = batch * math.ceil(tiles / run)
+    else:
+        # The persistent grid: PROGRAMS_PER_SM programs an SM share every request's tiles.
+        programs = min(device.sm_count * config.programs_per_sm, batch * tiles)
+        run = math.ceil(batch * tiles / programs)
+    slots = device.sm_count * resident
+    waves = math.ceil(programs / slots)
+    tile_bytes = bt * problem.token_bytes
+    store = 1.0 if config.store == "run" else STORE_TILE_COST
+    q_bytes = problem.heads * (problem.head_dim * (1 if problem.q_dtype == "fp8" else 2) + 4) * n_rows
+    total_bytes = batch * valid * (problem.token_bytes + 4 * n_rows * store) + programs * q_bytes
+    # Copies in flight: each resident program keeps stages - 1 tiles coming (one without a pipeline).
+    depth = max(config.num_stages - 1, 1)
+    in_flight = min(programs, slots) * depth * tile_bytes
+    rate = min(device.copy_bandwidth * STREAM_EFFICIENCY, in_flight / (device.latency_us * 1e-6))
+    stream_us = total_bytes / rate * 1e6
+    # The dot: the scoring's flops at a fraction of the matmul rate, shared by an SM's programs.
+    flops_tile = 2.0 * bt * n_rows * problem.heads * problem.head_dim
+    rate = _dot_rate(device, problem, res)
+    busy_per_sm = max(1.0, min(resident, programs / device.sm_count))
+    dot_tile_us = flops_tile * busy_per_sm / (rate / device.sm_count) * 1e6
+    # A program's own chain: its dependent start, then its tiles. With two or more tiles in flight
+    # a tile's read overlaps the previous tile's dot (the next block-table entry is read one tile
+    # ahead, so deeper pipelines hide at most half a round trip more); with one (num_stages <= 2)
+    # read and dot take turns (next_n = 2 at 1M: 2 stages ~1.8x the time of 3).
+    if depth >= 2:
+        per_tile_us = max(device.latency_us / 2, dot_tile_us)
+    else:
+        per_tile_us = device.latency_us + dot_tile_us
+    serial_us = waves * (device.start_us + run * per_tile_us)
+    dot_us = batch * tiles * flops_tile / rate * 1e6
+    if bt > problem.page_size:
+        stream_us *= SPAN_PAGES_COST
+        dot_us *= SPAN_PAGES_DOT_COST
+    # The tail: SMs end apart when a wave fills them (1x1M: 2.0 us apart); a few programs do not.
+    fixed = device.launch_us + device.tail_us * min(1.0, programs / slots)
+    body = max(stream_us, serial_us, dot_us)
+    if config.orient == "q_rows":
+        body *= Q_ROWS_COST
+    if config.programs_per_sm:
+        body *= PERSISTENT_COST
+    return Breakdown(fixed + body, waves, resident, programs, stream_us, serial_us, dot_us, fixed)
+
+
+def prefill_breakdown(device: Device, problem: Problem, config: Config, res: Resources, rows: int,
+                      keys: int) -> Breakdown:
+    """The prefill families: `rows` query rows at the end of one causal sequence of `keys` keys
+    (what tune times), compute-bound: the dot's flops at the matmul rate, the grid in waves."""
+    resident = programs_per_sm(device, config, res)
+    if resident == 0:
+        return INFEASIBLE
+    chunk = config.block_t * config.tiles_per_program
+    row_blocks = math.ceil(rows / config.block_m)
+    chunks = math.ceil(keys / chunk)
+    pairs = rows * (keys - rows) + rows * (rows + 1) / 2  # causal: row i sees keys - rows + i + 1
+    busy = max(1.0, row_blocks * chunks * pairs / (rows * keys))  # programs with a valid key
+    slots = device.sm_count * resident
+    waves = math.ceil(busy / slots)
+    flops = 2.0 * problem.heads * problem.head_dim * pairs
+    # The dot runs best with 256 query-head rows and 64+ keys a tile (the H200 prefill sweep).
+    dot_rows = config.block_m * problem.heads
+    shape = min(1.0, dot_rows / 256) * min(1.0, config.block_t / 64) * (1.0 if config.num_stages > 1 else 0.6)
+    quantised = waves * slots / busy  # a last partial wave idles part of the GPU
+    dot_us = flops / (_dot_rate(device, problem, res) * shape) * 1e6 * quantised
+    key_bytes = pairs / config.block_m * problem.token_bytes
+    stream_us = key_bytes / (device.copy_bandwidth * STREAM_EFFICIENCY * PREFILL_L2_REUSE) * 1e6
+    serial_us = waves * (device.start_us + config.tiles_per_program * device.latency_us / max(config.num_stages - 1, 1))
+    fixed = device.launch_us + device.tail_us
+    return Breakdown(fixed + max(dot_us, stream_us, serial_us), waves, resident, int(busy), stream_us, serial_us,
+                     dot_us, fixed)
+
+
+def predict_score_us(device: Device, problem: Problem, config: Config, res: Resources, batch: int,
+                     context: int) -> float:
+    """What the tuner ranks by, predicted: decode's full plus quarter-filled time (score_ms is p50 +
+    partial p50), the prefill families' one time."""
+    if problem.kind.decode:
+        return sum(decode_breakdown(device, problem, config, res, batch, context, fill).total_us
+                   for fill in ("full", "quarter"))
+    return prefill_breakdown(device, problem, config, res, batch, context).total_us
