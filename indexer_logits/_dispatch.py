@@ -6,8 +6,11 @@ The tables themselves (layout on disk, validation, module loading) are indexer_l
 The ladder for one call (problem, bucket), with INDEXER_LOGITS_BACKEND=auto:
   1. exact: the current GPU's table has an entry for this problem and bucket;
   2. nearest: its entry for this problem at the nearest bucket (log-distance in batch, context);
-  3. default: the family default for the problem (the GPU table's "defaults", then default/'s);
-  4. reference: the torch reference, with a one-time warning.
+  3. predicted: the same two steps in the GPU's predicted table (<slug>/predicted/: configs chosen
+     by the tuner's performance model and cross-compiled for the GPU, never timed on it), for a
+     GPU with no tuned entry for the problem;
+  4. default: the family default for the problem (the GPU table's "defaults", then default/'s);
+  5. reference: the torch reference, with a one-time warning.
 A module whose sha256 differs from its table, a table with a wrong format, or a table made for
 another GPU is refused with a warning naming the file, and the ladder goes on to the next rung.
 The choice is cached per (device, problem, bucket, backend, table dir): after the first call
@@ -32,9 +35,9 @@ import torch
 from . import _fastpath, _versions
 from ._identity import INTERPRETER_DOT_DTYPES, PROBLEM_FIELDS, family_kind, problem_key, slugify
 # The table names are re-exported: the public API and the tuner reach the tables through here.
-from ._tables import (CPU_SLUG, DEFAULT_SLUG, ENV_TABLE_DIR, FORMAT, PACKAGE_DIR, TABLE_FILE,  # noqa: F401
-                      TABLES_DIR, DispatchTableError, file_sha256, interpreting, load_kernel, load_table,
-                      table_root, validate_table)
+from ._tables import (CPU_SLUG, DEFAULT_SLUG, ENV_TABLE_DIR, FORMAT, PACKAGE_DIR, PREDICTED_DIR,  # noqa: F401
+                      TABLE_FILE, TABLES_DIR, DispatchTableError, file_sha256, interpreting, load_kernel, load_table,
+                      predicted_table_dir, table_root, validate_table)
 
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
 _fastpath.watch_env(ENV_BACKEND)
@@ -44,8 +47,9 @@ _fastpath.watch_env(ENV_TABLE_DIR)
 class Backend(str, enum.Enum):
     """INDEXER_LOGITS_BACKEND: which path serves a call (for A/B tests and rollback)."""
 
-    AUTO = "auto"  # the whole ladder: exact, nearest, default, reference
+    AUTO = "auto"  # the whole ladder: exact, nearest, predicted, default, reference
     TUNED = "tuned"  # only the current GPU's tuned table (exact or nearest bucket); error if none
+    PREDICTED = "predicted"  # only the current GPU's predicted table (exact or nearest bucket); error if none
     DEFAULT = "default"  # only the family default; error if none
     REFERENCE = "reference"  # always the torch reference (slow; no warning)
 
@@ -67,7 +71,7 @@ class DispatchWarning(RuntimeWarning):
 
 
 class NoKernelError(RuntimeError):
-    """A forced backend (INDEXER_LOGITS_BACKEND=tuned|default) has no kernel for the call."""
+    """A forced backend (INDEXER_LOGITS_BACKEND=tuned|predicted|default) has no kernel for the call."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,12 +90,12 @@ def bucket_distance(a: tuple[int, int], b: tuple[int, int]) -> float:
 class Selection:
     """What serves a (device, problem, bucket): the rung, and the launcher when it is a kernel."""
 
-    rung: str  # "exact" | "nearest" | "default" | "reference"
+    rung: str  # "exact" | "nearest" | "predicted" | "default" | "reference"
     problem: dict
     bucket: tuple[int, int]
     variant: Optional[str] = None
     table: Optional[str] = None  # the dispatch.json it came from
-    entry_bucket: Optional[tuple[int, int]] = None  # the tuned entry's bucket (exact / nearest)
+    entry_bucket: Optional[tuple[int, int]] = None  # the entry's bucket (exact / nearest / predicted)
     launch: Optional[Callable] = field(default=None, repr=False, compare=False)
     # The module's launch() takes pdl=True (decode modules emitted since PDL support; an older
     # table's modules do not, and are launched plainly).
@@ -191,6 +195,31 @@ def _table(root: Path, slug: str, dev: _Device, strict: bool) -> Optional[dict]:
     return table
 
 
+def _predicted_table(root: Path, dev: _Device, strict: bool) -> tuple[Optional[dict], Path]:
+    """The validated predicted table serving this GPU (cached) and its directory; None when absent
+    or refused. Only a table whose provenance says kind "predicted" is served from there."""
+    key = (str(root), f"{dev.slug}/{PREDICTED_DIR}", dev.compute_capability)
+    if key not in _TABLES:
+        tdir = predicted_table_dir(root, dev.slug)
+        path = tdir / TABLE_FILE
+        _TABLE_DIRS[key] = tdir
+        try:
+            loaded = load_table(path, dev.slug, dev.compute_capability) if path.is_file() else None
+            if loaded is not None and loaded["provenance"].get("kind") != "predicted":
+                raise DispatchTableError(f"{path}: provenance kind {loaded['provenance'].get('kind')!r} in a "
+                                         f"{PREDICTED_DIR}/ folder; expected 'predicted'")
+            _TABLES[key] = loaded
+        except DispatchTableError as exc:
+            _TABLES[key] = exc
+    table = _TABLES[key]
+    if isinstance(table, DispatchTableError):
+        if strict:
+            raise table
+        warn_once(f"table:{_TABLE_DIRS[key]}", f"indexer logits: {table}; using the next rung of the ladder")
+        return None, _TABLE_DIRS[key]
+    return table, _TABLE_DIRS[key]
+
+
 def _table_dir(root: Path, slug: str, dev: _Device) -> Path:
     """The directory of the table _table() served for slug (its modules lie beside it)."""
     return _TABLE_DIRS.get((str(root), slug, dev.compute_capability), root / slug)
@@ -228,17 +257,30 @@ def _tuned(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: b
     table = _table(root, dev.slug, dev, strict)
     if table is None:
         return None
+    return _from_entries(table, _table_dir(root, dev.slug, dev), pkey, problem, bucket, strict, interp, None)
+
+
+def _predicted(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: bool,
+               interp: bool) -> Optional[Selection]:
+    table, tdir = _predicted_table(root, dev, strict)
+    if table is None:
+        return None
+    return _from_entries(table, tdir, pkey, problem, bucket, strict, interp, "predicted")
+
+
+def _from_entries(table: dict, tdir: Path, pkey: str, problem: dict, bucket, strict: bool, interp: bool,
+                  rung: Optional[str]) -> Optional[Selection]:
+    """The entry for this problem at this bucket, else at the nearest one; rung None: exact/nearest."""
     cands = []
     for e in table["entries"]:
         if e["problem_key"] != pkey or not _usable(table["modules"][e["variant"]], interp):
             continue
         eb = (e["bucket"]["batch"], e["bucket"]["context"])
         cands.append((eb != bucket, bucket_distance(eb, bucket), eb, e["variant"]))
-    tdir = _table_dir(root, dev.slug, dev)
     for not_exact, _, eb, variant in sorted(cands):
         module = _try_load(tdir, table, variant, strict)
         if module is not None:
-            return Selection("nearest" if not_exact else "exact", problem, bucket, variant,
+            return Selection(rung or ("nearest" if not_exact else "exact"), problem, bucket, variant,
                              str(tdir / TABLE_FILE), eb, module.launch, _supports_pdl(module))
     return None
 
@@ -313,6 +355,13 @@ def _select(device, problem, bucket, backend: Backend, root: Path, interp: bool)
         if backend is Backend.TUNED:
             raise NoKernelError(f"{ENV_BACKEND}=tuned: no tuned entry for {what} in "
                                 f"{root / dev.slug / TABLE_FILE}")
+    if backend in (Backend.AUTO, Backend.PREDICTED):
+        sel = _predicted(root, dev, pkey, problem, bucket, strict and backend is Backend.PREDICTED, interp)
+        if sel is not None:
+            return sel
+        if backend is Backend.PREDICTED:
+            raise NoKernelError(f"{ENV_BACKEND}=predicted: no predicted entry for {what} in "
+                                f"{predicted_table_dir(root, dev.slug) / TABLE_FILE}")
     sel = _default(root, dev, pkey, problem, bucket, strict, interp)
     if sel is not None:
         return sel

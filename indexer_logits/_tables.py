@@ -7,6 +7,11 @@ Layout on disk (the table directory is this package's tables/ folder, or $INDEXE
     <dir>/<gpu_slug>/dispatch.json   tuned on that GPU (slug of torch.cuda.get_device_name)
     <dir>/<gpu_slug>/<variant>.py    the frozen modules it names
     <dir>/<gpu_slug>/triton-X.Y/     optional: the same, tuned under another Triton (_versions picks)
+    <dir>/<gpu_slug>/predicted/      optional: a predicted table (provenance kind "predicted": chosen by
+                                     tuner.model and cross-compiled, never timed), served when the slug
+                                     has no tuned entry; a tuned table of the slug wins
+    <dir>/<gpu_slug>/predicted/same_as   instead of a table: the slug whose predicted/ serves this one
+                                     (a board's other edition); that table lists this slug in gpu_slugs
     <dir>/default/dispatch.json      family defaults for any GPU (and CPU-interpreter variants)
 
 The format is documented in docs/RUNTIME.md.
@@ -29,6 +34,8 @@ from ._identity import problem_key
 
 FORMAT = 1
 TABLE_FILE = "dispatch.json"
+PREDICTED_DIR = "predicted"
+SAME_AS_FILE = "same_as"
 DEFAULT_SLUG = "default"
 CPU_SLUG = "cpu"
 ENV_TABLE_DIR = "INDEXER_LOGITS_TABLE_DIR"
@@ -70,7 +77,8 @@ def validate_table(table: Any, path: Path, expect_slug: Optional[str] = None,
     if not isinstance(prov, dict) or not isinstance(modules, dict) or not isinstance(table["entries"], list):
         _fail(path, "provenance and modules must be objects, entries a list")
     slug = prov.get("gpu_slug")
-    if expect_slug is not None and slug != expect_slug:
+    serves = prov.get("gpu_slugs") if prov.get("kind") == "predicted" else None  # a predicted table's other boards
+    if expect_slug is not None and slug != expect_slug and expect_slug not in (serves or ()):
         _fail(path, f"made for GPU {slug!r} ({prov.get('gpu_name', '?')}), not for {expect_slug!r}: refusing a foreign table")
     table_cc = prov.get("compute_capability")
     if compute_capability and table_cc and slug != DEFAULT_SLUG and table_cc != compute_capability:
@@ -117,6 +125,18 @@ def load_table(path: Path, expect_slug: Optional[str] = None, compute_capability
 def table_text(table: dict) -> str:
     """A dispatch table's bytes as emit and verify --record write them (sorted keys: reproducible)."""
     return json.dumps(table, sort_keys=True, indent=1, ensure_ascii=True) + "\n"
+
+
+def predicted_table_dir(root: Path, slug: str) -> Path:
+    """Where the predicted table serving `slug` lies: <slug>/predicted/, or the directory its
+    same_as file names (a predicted/ of another slug); the path may hold no table."""
+    pdir = Path(root) / slug / PREDICTED_DIR
+    pointer = pdir / SAME_AS_FILE
+    if not (pdir / TABLE_FILE).is_file() and pointer.is_file():
+        other = pointer.read_text().strip()
+        if re.fullmatch(r"[a-z0-9_]+", other):
+            return Path(root) / other / PREDICTED_DIR
+    return pdir
 
 
 def file_sha256(path: Path) -> str:

@@ -348,7 +348,7 @@ def test_backend_env_errors(tables, monkeypatch):
     with pytest.raises(K.NoKernelError, match="no family default"):
         decode_call(make_decode_inputs(FP8_N3, 2, 64, seed=7))
     monkeypatch.setenv("INDEXER_LOGITS_BACKEND", "fastest")
-    with pytest.raises(ValueError, match=r"INDEXER_LOGITS_BACKEND: expected one of \['auto', 'tuned', 'default', 'reference'\]"):
+    with pytest.raises(ValueError, match=r"INDEXER_LOGITS_BACKEND: expected one of \['auto', 'tuned', 'predicted', 'default', 'reference'\]"):
         decode_call(inputs)
 
 
