@@ -15,6 +15,7 @@ import click
 from commands.check import check
 from commands.common import GENERATED, ROOT
 from commands.measure import bench, report
+from commands.predict import predict_command
 from commands.tables import emit, ship, verify
 from commands.tuning import merge_db, tune
 from indexer_logits import _versions
@@ -55,7 +56,7 @@ def info(as_json: bool) -> None:
         click.echo(f"{'tables:' if i == 0 else '':<12}{t}  tuned under triton {tuned_under[t] or '?'}{mark}")
 
 
-for command in (tune, merge_db, emit, verify, bench, report, ship, check):
+for command in (tune, merge_db, emit, verify, bench, report, ship, check, predict_command):
     main.add_command(command)
 
 

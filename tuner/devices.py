@@ -89,6 +89,12 @@ class Device:
     def arch(self) -> ArchLimits:
         return self.limits or ARCH_LIMITS[self.target]
 
+    @property
+    def model_key(self) -> tuple:
+        """Everything the model reads, hashable (a cache key)."""
+        return (self.target, self.sm_count, self.copy_bandwidth, self.fp8_rate, self.bf16_rate, self.launch_us,
+                self.tail_us, self.start_us, self.latency_us, self.arch)
+
     def matmul_rate(self, dtype: str) -> float:
         return self.fp8_rate if dtype == "fp8" else self.bf16_rate
 

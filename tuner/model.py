@@ -201,6 +201,22 @@ def prefill_breakdown(device: Device, problem: Problem, config: Config, res: Res
                      dot_us, fixed)
 
 
+# Where several points tie on the bound that decides (a bandwidth-bound bucket), prefer the one
+# whose other bounds (its program chain, its dot) leave the most room: a 5% weight on them.
+TIE_WEIGHT = 0.05
+
+
+def rank_us(device: Device, problem: Problem, config: Config, res: Resources, batch: int, context: int) -> float:
+    """What predict ranks by: the predicted score plus TIE_WEIGHT of the full bucket's lesser bounds."""
+    if problem.kind.decode:
+        full = decode_breakdown(device, problem, config, res, batch, context)
+        score = full.total_us + decode_breakdown(device, problem, config, res, batch, context, "quarter").total_us
+    else:
+        full = prefill_breakdown(device, problem, config, res, batch, context)
+        score = full.total_us
+    return score + TIE_WEIGHT * (full.serial_us + full.dot_us) if math.isfinite(score) else score
+
+
 def predict_score_us(device: Device, problem: Problem, config: Config, res: Resources, batch: int,
                      context: int) -> float:
     """What the tuner ranks by, predicted: decode's full plus quarter-filled time (score_ms is p50 +

@@ -1,0 +1,179 @@
+"""Choose a config per (problem, bucket) for a GPU nobody has, by the performance model
+(tuner.model) over the target's feasible space, with every choice cross-compiled for the target.
+
+Per problem: every feasible point (tuner.space.feasible_points for the target) is ranked per
+bucket with estimated resources (cheap: no compile); the top few of each bucket, and the family
+default, are cross-compiled (tuner.xcompile, results cached on disk by variant, target, Triton
+and template); each bucket then takes the best compiled point by the model with its real
+registers and shared memory. When an uncompiled point's estimate still beats a bucket's best
+real prediction, the next few are compiled too (a few rounds at most), so an estimate that was
+too optimistic about registers does not decide. Only points that compiled within the target's
+limits (xcompile's status "ok": shared memory within the target, spills within MAX_SPILL_BYTES,
+the same rule `cli.py check` applies) are chosen.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from indexer_logits._identity import Bucket, Config, Problem, variant_name
+
+from . import xcompile
+from .buckets import POW2_BATCHES
+from .devices import Device
+from .families import family_of
+from .model import Resources, estimate_resources, predict_score_us, rank_us
+from .render import template_hash
+from .space import default_config, feasible_points
+
+PRERANK_TOP = 3  # points compiled per bucket and round
+_PRERANKS: dict = {}  # (problem with lens 1d, bucket, device) -> config keys, best first
+ROUNDS = 3  # rounds of compiling the next best estimates
+
+
+@dataclass(frozen=True)
+class Choice:
+    problem: Problem
+    bucket: Bucket
+    config: Config
+    predicted_us: float
+    result: xcompile.CompileResult
+
+
+@dataclass
+class Prediction:
+    choices: list[Choice] = field(default_factory=list)
+    compiled: int = 0  # compiles run (cache misses)
+    cached: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def default_buckets(problem: Problem) -> list[Bucket]:
+    """The tuning grid of run.sh's GPU branch: decode at pow2 batches (1..256) over the family's
+    contexts; the prefill families' own default rows and keys."""
+    family = family_of(problem)
+    batches = POW2_BATCHES if problem.kind.decode else family.default_batches
+    return family.buckets(batches, family.default_contexts)
+
+
+class CompileCache:
+    """Cross-compile results on disk, one JSON line each, keyed by what could change them."""
+
+    def __init__(self, path: Path | None):
+        self.path = Path(path) if path else None
+        self.rows: dict[str, xcompile.CompileResult] = {}
+        if self.path and self.path.is_file():
+            for line in self.path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                    self.rows[row["cache_key"]] = _result_from_row(row)
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn line from an interrupted run
+
+    @staticmethod
+    def key(problem: Problem, config: Config, device: Device) -> str:
+        import triton
+
+        return "|".join((variant_name(problem, config), device.target, triton.__version__,
+                         template_hash(problem.family), str(xcompile.MAX_SPILL_BYTES)))
+
+    def get(self, key: str):
+        return self.rows.get(key)
+
+    def put(self, key: str, result: xcompile.CompileResult) -> None:
+        self.rows[key] = result
+        if self.path and result.status != "error":  # an error may be the machine's: try again next run
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"cache_key": key, **result.to_dict()}, sort_keys=True) + "\n")
+
+
+def _result_from_row(row: dict) -> xcompile.CompileResult:
+    fields = {k: row[k] for k in ("variant", "target", "status", "reason", "detail", "registers", "spills",
+                                  "stack_bytes", "shared_bytes", "compile_seconds", "mma", "mma_detail", "triton")}
+    return xcompile.CompileResult(problem=Problem.from_dict(row["problem"]), config=Config.from_dict(row["config"]),
+                                  **fields)
+
+
+def _compile(points: Sequence[tuple[Problem, Config]], device: Device, cache: CompileCache, jobs: int | None,
+             out: Prediction, on_line: Callable[[str], None]) -> None:
+    todo = [(p, c) for p, c in dict.fromkeys(points) if cache.get(CompileCache.key(p, c, device)) is None]
+    out.cached += len(points) - len(todo)
+    if not todo:
+        return
+    on_line(f"  cross-compiling {len(todo)} variants for {device.target}")
+    target = device.target_limits
+    for r in xcompile.compile_many([(p, c, target) for p, c in todo], jobs=jobs):
+        cache.put(CompileCache.key(r.problem, r.config, device), r)
+    out.compiled += len(todo)
+
+
+def _real(result: xcompile.CompileResult) -> Resources:
+    return Resources(result.registers, result.shared_bytes, result.mma)
+
+
+def predict_problem(device: Device, problem: Problem, buckets: Iterable[Bucket], cache: CompileCache,
+                    jobs: int | None = None, top: int = PRERANK_TOP, rounds: int = ROUNDS,
+                    on_line: Callable[[str], None] = lambda s: None, out: Prediction | None = None) -> Prediction:
+    """A choice per bucket of one problem (see the module docstring)."""
+    out = out or Prediction()
+    buckets = list(buckets)
+    points = feasible_points(problem, device.target_limits)
+    if not points:
+        out.notes.append(f"{problem.slug}: no feasible point on {device.target} (tuner.space.check)")
+        return out
+    default = default_config(problem)
+    estimates = {c: estimate_resources(problem, c, device) for c in points}
+    # The model does not see the lens mode: a problem's 1d and 2d twins share one pre-rank.
+    twin = replace(problem, lens_mode="1d")
+    ranked = {}
+    for b in buckets:
+        key = (twin, b, device.model_key)
+        if key not in _PRERANKS:
+            _PRERANKS[key] = [c.key for c in sorted(points, key=lambda c: (
+                rank_us(device, problem, c, estimates[c], b.batch, b.context), c.key))]
+        order = {k: i for i, k in enumerate(_PRERANKS[key])}
+        ranked[b] = sorted(points, key=lambda c: order.get(c.key, len(order)))
+    taken = {b: 0 for b in buckets}
+    best: dict[Bucket, tuple[float, Config, xcompile.CompileResult]] = {}
+    for _ in range(rounds):
+        wanted = [(problem, default)]
+        for b in buckets:
+            wanted += [(problem, c) for c in ranked[b][taken[b]:taken[b] + top]]
+            taken[b] += top
+        _compile(wanted, device, cache, jobs, out, on_line)
+        again = False
+        for b in buckets:
+            for c in ranked[b][:taken[b]] + [default]:
+                r = cache.get(CompileCache.key(problem, c, device))
+                if r is None or not r.ok:
+                    continue
+                t = rank_us(device, problem, c, _real(r), b.batch, b.context)
+                if b not in best or (t, c.key) < (best[b][0], best[b][1].key):
+                    best[b] = (t, c, r)
+            nxt = ranked[b][taken[b]] if taken[b] < len(ranked[b]) else None
+            if nxt is not None and (b not in best or rank_us(
+                    device, problem, nxt, estimates[nxt], b.batch, b.context) < best[b][0]):
+                again = True
+        if not again:
+            break
+    for b in buckets:
+        if b not in best:
+            out.notes.append(f"{problem.slug} {b.slug}: no point compiled within {device.target}'s limits")
+            continue
+        _, c, r = best[b]
+        out.choices.append(Choice(problem, b, c, predict_score_us(device, problem, c, _real(r), b.batch, b.context), r))
+    return out
+
+
+def predict(device: Device, problems: Sequence[Problem], cache: CompileCache, jobs: int | None = None,
+            buckets: Callable[[Problem], list[Bucket]] = default_buckets, top: int = PRERANK_TOP,
+            on_line: Callable[[str], None] = lambda s: None) -> Prediction:
+    out = Prediction()
+    for problem in problems:
+        on_line(f"{problem.family} {problem.slug}: ranking")
+        predict_problem(device, problem, buckets(problem), cache, jobs, top, on_line=on_line, out=out)
+    return out
