@@ -18,7 +18,8 @@ from commands.measure import bench, report
 from commands.predict import predict_command
 from commands.tables import emit, ship, verify
 from commands.tuning import merge_db, tune
-from indexer_logits import _versions
+from indexer_logits import _tables, _versions
+from indexer_logits._identity import slugify
 from tuner import __version__
 from tuner.envinfo import current
 
@@ -30,15 +31,38 @@ def main() -> None:
     the GPU you deploy on, and ship them as frozen Triton code with a tuned dispatch table."""
 
 
+def serving_table(gpu_name: str, compute_capability: str | None, root=GENERATED) -> tuple[str, str]:
+    """(kind, path) of the table the runtime would serve this GPU's entries from: "tuned", "predicted"
+    (no tuned table for the slug) or "defaults"; the path relative to the checkout when inside it."""
+    def rel(path) -> str:
+        return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+    defaults = "defaults", rel(root / _tables.DEFAULT_SLUG / _tables.TABLE_FILE)
+    if not compute_capability:
+        return defaults
+    slug = slugify(gpu_name)
+    tuned = _versions.pick_table_dir(root / slug, _versions.running_triton())
+    if tuned is not None:
+        return "tuned", rel(tuned / _tables.TABLE_FILE)
+    predicted = _tables.predicted_table_dir(root, slug) / _tables.TABLE_FILE
+    return ("predicted", rel(predicted)) if predicted.is_file() else defaults
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def info(as_json: bool) -> None:
-    """Show the GPU (or "no GPU"), compute capability, versions, and which tables are shipped."""
+    """Show the GPU (or "no GPU"), compute capability, versions, which tables are shipped and which
+    one serves this GPU (tuned, predicted or the family defaults)."""
     env = current()
-    paths = sorted([*GENERATED.glob("*/dispatch.json"), *GENERATED.glob("*/triton-*/dispatch.json")])
+    paths = sorted([*GENERATED.glob("*/dispatch.json"), *GENERATED.glob("*/triton-*/dispatch.json"),
+                    *GENERATED.glob(f"*/{_tables.PREDICTED_DIR}/dispatch.json")])
     tables = [str(p.relative_to(ROOT)) for p in paths]
-    tuned_under = {t: _versions.table_triton(json.loads(p.read_text())) for t, p in zip(tables, paths)}
-    data = {"tool": __version__, **env.to_dict(), "shipped_tables": tables, "tables_triton": tuned_under}
+    loaded = [json.loads(p.read_text()) for p in paths]
+    tuned_under = {t: _versions.table_triton(tab) for t, tab in zip(tables, loaded)}
+    kinds = {t: tab.get("provenance", {}).get("kind", "?") for t, tab in zip(tables, loaded)}
+    serving = serving_table(env.gpu_name, env.compute_capability)
+    data = {"tool": __version__, **env.to_dict(), "shipped_tables": tables, "tables_triton": tuned_under,
+            "tables_kind": kinds, "serving": {"kind": serving[0], "table": serving[1]}}
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -53,7 +77,13 @@ def info(as_json: bool) -> None:
         click.echo("tables:     none shipped yet")
     for i, t in enumerate(tables):
         mark = "" if _versions.minor_of(tuned_under[t]) in (None, _versions.minor_of(env.triton)) else "  (another minor)"
-        click.echo(f"{'tables:' if i == 0 else '':<12}{t}  tuned under triton {tuned_under[t] or '?'}{mark}")
+        what = {"predicted": "predicted (model + cross-compile, not timed)", "defaults": "family defaults"}.get(kinds[t],
+                                                                                                       "tuned")
+        click.echo(f"{'tables:' if i == 0 else '':<12}{t}  {what} under triton {tuned_under[t] or '?'}{mark}")
+    if env.compute_capability:
+        note = {"predicted": "  (a predicted table: no tuned one for this GPU; `cli.py tune --seed-table "
+                             f"{serving[1]}` makes one)", "defaults": "  (no table for this GPU)"}.get(serving[0], "")
+        click.echo(f"serving:    {serving[0]} {serving[1]}{note}")
 
 
 for command in (tune, merge_db, emit, verify, bench, report, ship, check, predict_command):
