@@ -70,9 +70,11 @@ class Device:
     # A program's dependent start before its first cache read: lengths, then its block-table
     # entries (the H200 timeline: lengths at 0.77 us, first entry 1.02 us).
     start_us: float = 1.0
-    # A cache read's round trip under load, as one program sees it (sets how many copies in
-    # flight a stream needs; H200: the first tiles scored 2.8-4.4 us after start with 12 MB queued).
-    latency_us: float = 1.0
+    # A cache read's round trip under load, as one program sees it (sets how many copies in flight
+    # a stream needs: at 4.27 TB/s, 1.6 us is 6.8 MB in flight; the H200 timeline's first tiles
+    # were scored 2.8-4.4 us after start with 12 MB queued). 1.6 fits the H200 trial store best
+    # (top-1 regret 1.056 against 1.082 at 1.0 and 1.054 at 2.0: tuner.model's docstring).
+    latency_us: float = 1.6
     sources: Mapping[str, str] = field(default_factory=dict)
     limits: ArchLimits | None = None  # None: ARCH_LIMITS[target]
 
@@ -169,4 +171,10 @@ def device(name: str, **overrides) -> Device:
         fname, scale = OVERRIDES[flag]
         changes[fname] = type(getattr(base, fname))(value * scale)
         notes[fname] = f"overridden on the command line: --{flag.replace('_', '-')} {value}"
+    # The matmul rates are the SMs' sum: another SM count scales them, unless they are given too.
+    if overrides.get("sm") is not None:
+        for flag, fname in (("fp8_tflops", "fp8_rate"), ("bf16_tflops", "bf16_rate")):
+            if overrides.get(flag) is None:
+                changes[fname] = getattr(base, fname) * overrides["sm"] / base.sm_count
+                notes[fname] = f"{base.sources.get(fname, 'built in')}, scaled to --sm {overrides['sm']}"
     return dataclasses.replace(base, **changes, sources=notes) if changes else base

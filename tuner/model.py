@@ -17,6 +17,9 @@ cost per launch", "What bounds the small buckets"), cited where it is used:
   - logits stored per tile cost more than their bytes ("Deferred logits stores": 5% of the
     64x8K time for 3% of its bytes);
   - the fixed cost: launch to launch plus the tail (1.0 + ~1.5 us on the H200 timeline).
+Fit: on the 10,304 ok H200 trials of db/trials.sqlite (102 decode buckets with 5+ configs, the
+trials' own registers and shared memory), choosing by the model costs a geo-mean 1.056 of the best
+timed score per bucket (worst 1.46); tuner/devices.py's H200 start and latency are that fit's.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
 """
 
@@ -36,7 +39,7 @@ STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of t
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
 MMA_EFFICIENCY = 0.55  # small dots (64-256 rows): next_n = 2 at 1M reaches ~770 of 1400 TFLOP/s
 MMA_SYNC_ON_WGMMA_ARCH = 0.15  # sm_90 kernels that fall back to mma.sync (a dot too small for wgmma)
-MIN_RUN = 4  # the split grid's shortest run (templates: MIN_RUN)
+MIN_RUN = 4  # the split grid's shortest run (templates: MIN_RUN = min(4, TILES))
 # Fit to the 10,304 ok H200 trials of db/trials.sqlite (fp8 next_n 1 and 2, bf16; median of
 # measured / predicted by feature), for what the terms above do not explain:
 Q_ROWS_COST = 1.6  # orient q_rows: the head sum across warps (every H200 winner is k_rows)
@@ -128,7 +131,7 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
         # The split grid (batch, cdiv(width, CHUNK)); a request's valid tiles shared evenly by its
         # row of programs in runs of at least MIN_RUN ("Runs of at least MIN_RUN tiles").
         row = math.ceil(context / (bt * config.tiles_per_program))
-        run = min(tiles, max(math.ceil(tiles / row), MIN_RUN))
+        run = min(tiles, max(math.ceil(tiles / row), min(MIN_RUN, config.tiles_per_program)))
         programs = batch * math.ceil(tiles / run)
     else:
         # The persistent grid: PROGRAMS_PER_SM programs an SM share every request's tiles.
@@ -136,20 +139,16 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
         run = math.ceil(batch * tiles / programs)
     slots = device.sm_count * resident
     waves = math.ceil(programs / slots)
-    tile_bytes = bt * problem.token_bytes
     store = 1.0 if config.store == "run" else STORE_TILE_COST
     q_bytes = problem.heads * (problem.head_dim * (1 if problem.q_dtype == "fp8" else 2) + 4) * n_rows
-    total_bytes = batch * valid * (problem.token_bytes + 4 * n_rows * store) + programs * q_bytes
-    # Copies in flight: each resident program keeps stages - 1 tiles coming (one without a pipeline).
-    depth = max(config.num_stages - 1, 1)
-    in_flight = min(programs, slots) * depth * tile_bytes
-    rate = min(device.copy_bandwidth * STREAM_EFFICIENCY, in_flight / (device.latency_us * 1e-6))
-    stream_us = total_bytes / rate * 1e6
+    # Bytes a program moves: its run's cache tiles and logits, and its q and weights.
+    program_bytes = batch * valid * (problem.token_bytes + 4 * n_rows * store) / programs + q_bytes
+    depth = max(config.num_stages - 1, 1)  # tiles in flight a program: stages - 1 (one without a pipeline)
     # The dot: the scoring's flops at a fraction of the matmul rate, shared by an SM's programs.
     flops_tile = 2.0 * bt * n_rows * problem.heads * problem.head_dim
-    rate = _dot_rate(device, problem, res)
+    dot_rate = _dot_rate(device, problem, res)
     busy_per_sm = max(1.0, min(resident, programs / device.sm_count))
-    dot_tile_us = flops_tile * busy_per_sm / (rate / device.sm_count) * 1e6
+    dot_tile_us = flops_tile * busy_per_sm / (dot_rate / device.sm_count) * 1e6
     # A program's own chain: its dependent start, then its tiles. With two or more tiles in flight
     # a tile's read overlaps the previous tile's dot (the next block-table entry is read one tile
     # ahead, so deeper pipelines hide at most half a round trip more); with one (num_stages <= 2)
@@ -158,14 +157,30 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
         per_tile_us = max(device.latency_us / 2, dot_tile_us)
     else:
         per_tile_us = device.latency_us + dot_tile_us
-    serial_us = waves * (device.start_us + run * per_tile_us)
-    dot_us = batch * tiles * flops_tile / rate * 1e6
+    # Wave by wave ("One wave of programs": a second wave is what costs): each starts with its
+    # programs' dependent start, then streams its bytes at the copy rate, or slower when its
+    # programs' copies in flight cannot cover the latency (a last, partial wave; a small bucket),
+    # or as fast as one program's chain of tiles allows.
+    stream_us = serial_us = body = 0.0
+    left = programs
+    for _ in range(waves):
+        here = min(left, slots)
+        left -= here
+        in_flight = here * depth * bt * problem.token_bytes
+        rate = min(device.copy_bandwidth * STREAM_EFFICIENCY, in_flight / (device.latency_us * 1e-6))
+        wave_stream = here * program_bytes / rate * 1e6
+        wave_chain = run * per_tile_us
+        if bt > problem.page_size:
+            wave_stream *= SPAN_PAGES_COST
+        stream_us += wave_stream
+        serial_us += device.start_us + wave_chain
+        body += device.start_us + max(wave_stream, wave_chain)
+    dot_us = batch * tiles * flops_tile / dot_rate * 1e6
     if bt > problem.page_size:
-        stream_us *= SPAN_PAGES_COST
         dot_us *= SPAN_PAGES_DOT_COST
     # The tail: SMs end apart when a wave fills them (1x1M: 2.0 us apart); a few programs do not.
     fixed = device.launch_us + device.tail_us * min(1.0, programs / slots)
-    body = max(stream_us, serial_us, dot_us)
+    body = max(body, dot_us)
     if config.orient == "q_rows":
         body *= Q_ROWS_COST
     if config.programs_per_sm:
