@@ -17,9 +17,10 @@ cost per launch", "What bounds the small buckets"), cited where it is used:
   - logits stored per tile cost more than their bytes ("Deferred logits stores": 5% of the
     64x8K time for 3% of its bytes);
   - the fixed cost: launch to launch plus the tail (1.0 + ~1.5 us on the H200 timeline).
-Fit: on the 10,304 ok H200 trials of db/trials.sqlite (102 decode buckets with 5+ configs, the
-trials' own registers and shared memory), choosing by the model costs a geo-mean 1.056 of the best
-timed score per bucket (worst 1.46); tuner/devices.py's H200 start and latency are that fit's.
+Fit: on the ok H200 trials of db/trials.sqlite (102 decode buckets with 5+ configs, the trials'
+own registers and shared memory), choosing by the model costs a geo-mean 1.057 of the best timed
+score per bucket (worst 1.46; `python -m bench.model_fit`); tuner/devices.py's H200 start and
+latency are that fit's.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
 """
 
