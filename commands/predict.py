@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from tuner.devices import DEVICES, device as make_device
-from tuner.predict import CompileCache, predict
+from tuner.buckets import parse_sizes
+from tuner.predict import CompileCache, default_buckets, predict
 from tuner.predicted_table import emit_predicted
 from tuner.tables import default_problems
 
@@ -34,6 +35,10 @@ from .common import DB_DIR, GENERATED, FamilyChoice
 @click.option("--next-n", "next_ns", multiple=True, type=int, help="Decode: only these next_n (repeatable).")
 @click.option("--lens-mode", "lens_modes", multiple=True, type=click.Choice(["1d", "2d"]),
               help="Decode: only these lens modes (repeatable).")
+@click.option("--batch", "batches", default=None, metavar="SIZES",
+              help="Only these batches (decode requests; prefill query rows), e.g. 1,8,64. [default: the grid's]")
+@click.option("--context", "contexts", default=None, metavar="SIZES",
+              help="Only these contexts (K/M suffixes allowed). [default: the grid's]")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
               help="Points cross-compiled per bucket and round of the pre-rank.")
 @click.option("--jobs", default=None, type=click.IntRange(min=1), help="Compile processes. [default: CPU count]")
@@ -42,7 +47,7 @@ from .common import DB_DIR, GENERATED, FamilyChoice
 @click.option("--out", "out_dir", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Where <gpu_slug>/predicted/ goes.")
 def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_us, start_us, latency_us, families,
-                    dtypes, next_ns, lens_modes, top, jobs, cache_path, out_dir) -> None:
+                    dtypes, next_ns, lens_modes, batches, contexts, top, jobs, cache_path, out_dir) -> None:
     """Predict a dispatch table for a GPU nobody has tuned on, without a GPU.
 
     For every default problem and bucket of the tuning grid, the feasible space of the GPU's target
@@ -59,10 +64,20 @@ def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_u
                 and (not lens_modes or not p.kind.decode or p.lens_mode in lens_modes)]
     if not problems:
         raise click.BadParameter("no default problem matches the filters", param_hint="--family/--dtype/--next-n")
+    try:
+        only_b = set(parse_sizes(batches, "batch")) if batches else None
+        only_c = set(parse_sizes(contexts, "context")) if contexts else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--batch/--context") from None
+
+    def buckets(problem):
+        return [b for b in default_buckets(problem)
+                if (only_b is None or b.batch in only_b) and (only_c is None or b.context in only_c)]
+
     click.echo(f"predicting for {dev.gpu_names[0]} ({dev.target}, {dev.sm_count} SMs, "
                f"{dev.copy_bandwidth / 1e9:.0f} GB/s): {len(problems)} problems", err=True)
     start = time.perf_counter()
-    prediction = predict(dev, problems, CompileCache(cache_path), jobs=jobs, top=top,
+    prediction = predict(dev, problems, CompileCache(cache_path), jobs=jobs, buckets=buckets, top=top,
                          on_line=lambda s: click.echo(s, err=True))
     for r in emit_predicted(prediction, dev, out_dir):
         state = f"{len(r.written)} file(s) written, {len(r.removed)} removed" if r.changed else "unchanged"

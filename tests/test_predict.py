@@ -1,0 +1,83 @@
+"""cli.py predict on a small problem set (no GPU): a loadable predicted table whose entries were
+cross-compiled within the target's limits, served by the runtime's predicted rung; the compile
+cache; the refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import cli
+from indexer_logits import _dispatch
+from indexer_logits._identity import Problem
+from tuner.devices import device
+from tuner.space import TARGETS
+from tuner.xcompile import MAX_SPILL_BYTES
+
+ARGS = ["predict", "--gpu", "rtx_pro_6000", "--family", "decode_paged", "--dtype", "fp8", "--next-n", "1",
+        "--lens-mode", "1d", "--batch", "8", "--context", "4096,32768", "--top", "1", "--jobs", "2"]
+
+
+@pytest.fixture(scope="module")
+def predicted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("predict")
+    result = CliRunner().invoke(cli.main, ARGS + ["--out", str(base / "tables"), "--cache", str(base / "cache.jsonl")])
+    assert result.exit_code == 0, result.output
+    return base, result.output
+
+
+def test_the_table_loads_and_every_entry_fits_the_target(predicted):
+    base, output = predicted
+    rtx = device("rtx_pro_6000")
+    tdir = base / "tables" / rtx.slugs[0] / "predicted"
+    table = _dispatch.load_table(tdir / "dispatch.json", rtx.slugs[0], "12.0")
+    prov = table["provenance"]
+    assert prov["kind"] == "predicted" and prov["cross_compiled_for"] == "sm_120" and prov["model_version"]
+    assert prov["device"]["sm_count"] == 188 and prov["triton_version"] and set(prov["gpu_slugs"]) == set(rtx.slugs)
+    assert [(e["bucket"]["batch"], e["bucket"]["context"]) for e in table["entries"]] == [(8, 4096), (8, 32768)]
+    for e in table["entries"]:
+        assert e["spills"] <= MAX_SPILL_BYTES and e["shared_bytes"] <= TARGETS["sm_120"].max_shared_bytes
+        assert 0 < e["registers"] <= 255 and e["predicted_score_us"] > 0
+        info = table["modules"][e["variant"]]
+        module = _dispatch.load_kernel(tdir, e["variant"], info)
+        assert module.VARIANT == e["variant"] and "sm_120" in info["fits_targets"]
+    assert (base / "tables" / rtx.slugs[1] / "predicted" / "same_as").read_text().strip() == rtx.slugs[0]
+    assert "2 entries" in output
+
+
+def test_a_second_run_compiles_nothing_and_changes_no_byte(predicted):
+    base, _ = predicted
+    result = CliRunner().invoke(cli.main, ARGS + ["--out", str(base / "tables"), "--cache", str(base / "cache.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "0 cross-compiled" in result.output and "unchanged" in result.output
+
+
+def test_the_runtime_serves_it_on_either_edition(predicted, monkeypatch, clean_runtime):
+    base, _ = predicted
+    monkeypatch.setenv(_dispatch.ENV_TABLE_DIR, str(base / "tables"))
+    monkeypatch.setattr(_dispatch, "interpreting", lambda: False)
+    problem = Problem("decode_paged", "fp8", "fp8", 64, "page_blocked", 64, 128, 1, "1d")
+    for slug in device("rtx_pro_6000").slugs:
+        monkeypatch.setattr(_dispatch, "_device_info", lambda d, s=slug: _dispatch._Device("cuda:0", s, "12.0", False))
+        _dispatch.clear_cache()
+        sel = _dispatch.select(torch.device("cuda:0"), problem.to_dict(), (8, 32768))
+        assert sel.rung == "predicted" and sel.entry_bucket == (8, 32768)
+    info = cli.serving_table("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", base / "tables")
+    assert info[0] == "predicted"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--gpu", "h300"], "Invalid value for '--gpu'"),
+    (["--gpu", "h200", "--batch", "x"], "batch"),
+    (["--gpu", "h200", "--family", "prefill_ragged", "--dtype", "fp8", "--next-n", "1", "--context", "3"], None),
+])
+def test_refusals(tmp_path, extra, message):
+    result = CliRunner().invoke(cli.main, ["predict", *extra, "--out", str(tmp_path), "--cache",
+                                           str(tmp_path / "c.jsonl")])
+    if message is None:  # a filter that leaves no bucket: an empty table, said so
+        assert result.exit_code == 0 and "0 entries" in result.output, result.output
+    else:
+        assert result.exit_code == 2 and message in result.output, result.output
