@@ -162,20 +162,20 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
     # programs' dependent start, then streams its bytes at the copy rate, or slower when its
     # programs' copies in flight cannot cover the latency (a last, partial wave; a small bucket),
     # or as fast as one program's chain of tiles allows.
-    stream_us = serial_us = body = 0.0
-    left = programs
-    for _ in range(waves):
-        here = min(left, slots)
-        left -= here
+    def wave(here: int) -> tuple[float, float]:  # (stream, chain) of a wave of `here` programs
         in_flight = here * depth * bt * problem.token_bytes
         rate = min(device.copy_bandwidth * STREAM_EFFICIENCY, in_flight / (device.latency_us * 1e-6))
-        wave_stream = here * program_bytes / rate * 1e6
-        wave_chain = run * per_tile_us
-        if bt > problem.page_size:
-            wave_stream *= SPAN_PAGES_COST
-        stream_us += wave_stream
-        serial_us += device.start_us + wave_chain
-        body += device.start_us + max(wave_stream, wave_chain)
+        stream = here * program_bytes / rate * 1e6 * (SPAN_PAGES_COST if bt > problem.page_size else 1.0)
+        return stream, run * per_tile_us
+
+    full_waves, last = divmod(programs, slots)
+    stream_us = serial_us = body = 0.0
+    for count, here in ((full_waves, slots), (1 if last else 0, last)):
+        if count:
+            wave_stream, wave_chain = wave(here)
+            stream_us += count * wave_stream
+            serial_us += count * (device.start_us + wave_chain)
+            body += count * (device.start_us + max(wave_stream, wave_chain))
     dot_us = batch * tiles * flops_tile / dot_rate * 1e6
     if bt > problem.page_size:
         dot_us *= SPAN_PAGES_DOT_COST
