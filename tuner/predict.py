@@ -87,8 +87,10 @@ class CompileCache:
         self.rows[key] = result
         if self.path and result.status != "error":  # an error may be the machine's: try again next run
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            row = {"cache_key": key, **result.to_dict()}
+            row["detail"] = row["detail"][:300]  # enough to say why; the file stays small enough to commit
             with open(self.path, "a") as f:
-                f.write(json.dumps({"cache_key": key, **result.to_dict()}, sort_keys=True) + "\n")
+                f.write(json.dumps(row, sort_keys=True) + "\n")
 
 
 def _result_from_row(row: dict) -> xcompile.CompileResult:
