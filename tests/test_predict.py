@@ -81,3 +81,21 @@ def test_refusals(tmp_path, extra, message):
         assert result.exit_code == 0 and "0 entries" in result.output, result.output
     else:
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_ship_takes_the_predicted_table_and_the_pointer(predicted, tmp_path):
+    from tuner.ship import available_gpus, ship
+
+    base, _ = predicted
+    rtx = device("rtx_pro_6000")
+    root = base / "tables"
+    from tuner.tables import emit_defaults
+
+    emit_defaults(root)
+    assert set(rtx.slugs) <= set(available_gpus(root))
+    result = ship(tmp_path / "out", [rtx.slugs[1]], root=root)  # the Server Edition: only a pointer of its own
+    files = set(result.files)
+    assert f"tables/{rtx.slugs[1]}/predicted/same_as" in files
+    assert f"tables/{rtx.slugs[0]}/predicted/dispatch.json" in files
+    table = json.loads((result.package_dir / "tables" / rtx.slugs[0] / "predicted" / "dispatch.json").read_text())
+    assert all(f"tables/{rtx.slugs[0]}/predicted/{m['file']}" in files for m in table["modules"].values())

@@ -3,6 +3,8 @@
     <out>/<package>/                    the runtime (every indexer_logits/*.py file)
     <out>/<package>/tables/<gpu_slug>/  each chosen GPU's dispatch.json and the modules it names
     <out>/<package>/tables/<gpu_slug>/triton-X.Y/  its tables tuned under other Tritons, when it has any
+    <out>/<package>/tables/<gpu_slug>/predicted/   its predicted table, or the same_as pointer (with the
+                                        table it names), when it has one
     <out>/<package>/tables/default/     the family defaults
     <out>/<package>/SHIPPED.json what was shipped: the GPUs, the tool version, every file's sha256
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from indexer_logits import _dispatch, _versions
+from indexer_logits import _dispatch, _tables, _versions
 from . import __version__
 
 RUNTIME_DIR = _dispatch.PACKAGE_DIR
@@ -37,8 +39,25 @@ class ShipResult:
 
 
 def available_gpus(root: Path) -> list[str]:
-    return sorted(p.parent.name for p in Path(root).glob(f"*/{_dispatch.TABLE_FILE}")
-                  if p.parent.name != _dispatch.DEFAULT_SLUG)
+    """Slugs with a tuned table, a predicted one, or a same_as pointer to one."""
+    root = Path(root)
+    tuned = {p.parent.name for p in root.glob(f"*/{_dispatch.TABLE_FILE}")}
+    predicted = {p.parent.parent.name for name in (_dispatch.TABLE_FILE, _tables.SAME_AS_FILE)
+                 for p in root.glob(f"*/{_tables.PREDICTED_DIR}/{name}")}
+    return sorted((tuned | predicted) - {_dispatch.DEFAULT_SLUG})
+
+
+def _table_dirs(root: Path, slug: str) -> tuple[dict[Path, str], list[Path]]:
+    """({table directory: the slug it is validated for}, [same_as pointer files]) that ship for a slug."""
+    dirs = {d: slug for d, _ in _versions.candidates(root / slug)}
+    pointers = []
+    pdir = root / slug / _tables.PREDICTED_DIR
+    served = _tables.predicted_table_dir(root, slug)
+    if (served / _dispatch.TABLE_FILE).is_file():
+        dirs[served] = served.parent.name
+        if served != pdir:
+            pointers.append(pdir / _tables.SAME_AS_FILE)
+    return (dirs or {root / slug: slug}), pointers
 
 
 def _checked_table(table_dir: Path, slug: str) -> dict:
@@ -67,10 +86,14 @@ def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = _dispatch
     unknown = [g for g in chosen if g not in known]
     if unknown:
         raise ShipError(f"--gpu: no table for {unknown} under {root}; tables: {known or 'none'}")
-    # every side-by-side table of a slug ships: the runtime picks one by the Triton it runs
-    dirs = {slug: [d for d, _ in _versions.candidates(root / slug)] or [root / slug]
-            for slug in chosen + [_dispatch.DEFAULT_SLUG]}
-    tables = {d.relative_to(root).as_posix(): _checked_table(d, slug) for slug, ds in dirs.items() for d in ds}
+    # every side-by-side table of a slug ships (the runtime picks one by the Triton it runs), and its
+    # predicted table (or the pointer to it and the table it names)
+    dirs, pointers = {}, []
+    for slug in chosen + [_dispatch.DEFAULT_SLUG]:
+        ds, ps = _table_dirs(root, slug)
+        dirs.update(ds)
+        pointers += ps
+    tables = {d.relative_to(root).as_posix(): _checked_table(d, slug) for d, slug in dirs.items()}
     target = Path(out) / package
     if target.exists():
         if not (target / MANIFEST).is_file():
@@ -81,10 +104,13 @@ def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = _dispatch
     for src in sorted(RUNTIME_DIR.glob("*.py")):
         shutil.copyfile(src, target / src.name)
     for rel, table in tables.items():
-        (target / "tables" / rel).mkdir(parents=True)
+        (target / "tables" / rel).mkdir(parents=True, exist_ok=True)
         names = [_dispatch.TABLE_FILE] + sorted(info["file"] for info in table["modules"].values())
         for name in names:
             shutil.copyfile(root / rel / name, target / "tables" / rel / name)
+    for pointer in pointers:
+        (target / "tables" / pointer.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pointer, target / "tables" / pointer.relative_to(root))
     for path in sorted(target.rglob("*")):
         if path.is_file():
             result.files[path.relative_to(target).as_posix()] = _dispatch.file_sha256(path)
