@@ -1,0 +1,85 @@
+"""bench/predicted.py: pairing the shipped and the predicted table's configs per bucket, the report
+and its geo-means, the committed blind H200 table, a CPU smoke run under the interpreter (gates,
+alternating wall-clock timings, the report) and, on a GPU, a short timed run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import predicted as tool
+from indexer_logits._identity import Config, Problem
+
+ROOT = Path(__file__).resolve().parent.parent
+N1 = Problem("decode_paged", "fp8", "fp8", 64, "page_blocked", 64, 128, 1, "1d")
+N2 = Problem("decode_paged", "fp8", "fp8", 64, "page_blocked", 64, 128, 2, "1d")
+OTHER = Config(block_t=64, tiles_per_program=4, num_warps=4, num_stages=3, block_m=1, dot_dtype="native",
+               orient="k_rows")
+
+
+def _run(*args, timeout=900):
+    return subprocess.run([sys.executable, "-W", "ignore", "-m", "bench.predicted", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+def _table(path: Path, rows) -> Path:
+    """A dispatch.json holding only what the tool reads: entries and their modules' configs."""
+    modules, entries = {}, []
+    for i, (problem, bucket, config) in enumerate(rows):
+        modules[f"v{i}"] = {"config": config.to_dict()}
+        entries.append({"problem": problem.to_dict(), "bucket": {"batch": bucket[0], "context": bucket[1]},
+                        "variant": f"v{i}"})
+    path.write_text(json.dumps({"entries": entries, "modules": modules}))
+    return path
+
+
+def test_pairs_follow_the_buckets_both_tables_have():
+    shipped = tool.table_configs(tool.SHIPPED_TABLE)
+    ship_n1 = shipped[(N1, (64, 8192))]
+    predicted = {(N1, (64, 8192)): OTHER, (N2, (1, 4096)): OTHER, (N1, (3, 4096)): OTHER}  # (3, 4096): not shipped
+    got = tool.pairs(shipped, predicted, [1, 2])
+    assert [(p.next_n, b) for p, b, _, _ in got] == [(1, (64, 8192)), (2, (1, 4096))]
+    assert got[0][2] == ship_n1 and got[0][3] == OTHER
+    assert tool.pairs(shipped, predicted, [2])[0][0] == N2
+
+
+def test_report_and_geo_means():
+    rows = [(N1, (1, 4096), OTHER, OTHER, "same"), (N1, (64, 8192), OTHER, OTHER, (20.0, 25.0)),
+            (N2, (1, 4096), OTHER, OTHER, (10.0, 9.0)), (N2, (8, 4096), OTHER, OTHER, None)]
+    text = tool.report(rows)
+    assert "1.000 same" in text and "1.250" in text and "0.900" in text and "skipped" in text
+    assert f"next_n 1: geo-mean predicted / shipped {tool.geo_mean([1.0, 1.25]):.3f} over 2 buckets" in text
+    assert "next_n 2: geo-mean predicted / shipped 0.900 over 1 buckets (1 within 2% or faster)" in text
+    assert text.splitlines()[-1].startswith("all: geo-mean predicted / shipped") and "over 3 buckets" in text
+
+
+def test_the_committed_blind_table_covers_the_fp8_decode_buckets():
+    table = json.loads(tool.BLIND_TABLE.read_text())
+    prov = table["provenance"]
+    assert prov["kind"] == "predicted" and prov["gpu_slug"] == "nvidia_h200" and prov["device"]["sm_count"] == 132
+    todo = tool.pairs(tool.table_configs(tool.SHIPPED_TABLE), tool.table_configs(tool.BLIND_TABLE), [1, 2])
+    assert len(todo) == 90  # 9 batches x 5 contexts x next_n 1, 2
+
+
+def test_cpu_smoke(tmp_path):
+    blind = _table(tmp_path / "blind.json", [(N1, (64, 8192), OTHER), (N2, (64, 8192), OTHER)])
+    proc = _run("--cpu-smoke", "--predicted", str(blind), "--rounds", "1")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "all: geo-mean predicted / shipped" in proc.stdout and "over 2 buckets" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_refusals(tmp_path):
+    empty = _table(tmp_path / "none.json", [(N1, (3, 4096), OTHER)])
+    proc = _run("--predicted", str(empty), timeout=300)
+    assert proc.returncode == 2 and "no fp8 decode bucket is in both tables" in proc.stderr
+    proc = _run("--predicted", str(tmp_path / "missing.json"), timeout=300)
+    assert proc.returncode == 2 and "--predicted/--shipped" in proc.stderr
+
+
+@pytest.mark.gpu
+def test_a_short_timed_run():
+    proc = _run("--next-n", "1", "--rounds", "1", "--replays", "3", "--total-s", "20")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "next_n 1: geo-mean predicted / shipped" in proc.stdout
