@@ -19,7 +19,7 @@ def test_the_fit_on_the_committed_h200_store(capsys):
     out = capsys.readouterr().out
     last = out.strip().splitlines()[-1]
     assert last.startswith("all: 102 buckets, geo-mean regret ")
-    assert float(last.split("geo-mean regret ")[1].split(",")[0]) < 1.10  # docstring: 1.057
+    assert float(last.split("geo-mean regret ")[1].split(",")[0]) < 1.10  # docstring: 1.035
     assert "fp8_pg64_h64_d128_n2" in out and "regret" in out.splitlines()[0]
 
 

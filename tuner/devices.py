@@ -73,7 +73,7 @@ class Device:
     # A cache read's round trip under load, as one program sees it (sets how many copies in flight
     # a stream needs: at 4.27 TB/s, 1.6 us is 6.8 MB in flight; the H200 timeline's first tiles
     # were scored 2.8-4.4 us after start with 12 MB queued). 1.6 fits the H200 trial store best
-    # (top-1 regret 1.057 against 1.082 at 1.0 and 1.054 at 2.0: `python -m bench.model_fit --latency-us X`).
+    # (model 1: top-1 regret 1.057 against 1.082 at 1.0 and 1.054 at 2.0: `python -m bench.model_fit --latency-us X`).
     latency_us: float = 1.6
     sources: Mapping[str, str] = field(default_factory=dict)
     limits: ArchLimits | None = None  # None: ARCH_LIMITS[target]

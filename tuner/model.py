@@ -18,8 +18,8 @@ cost per launch", "What bounds the small buckets"), cited where it is used:
     64x8K time for 3% of its bytes);
   - the fixed cost: launch to launch plus the tail (1.0 + ~1.5 us on the H200 timeline).
 Fit: on the ok H200 trials of db/trials.sqlite (102 decode buckets with 5+ configs, the trials'
-own registers and shared memory), choosing by the model costs a geo-mean 1.057 of the best timed
-score per bucket (worst 1.46; `python -m bench.model_fit`); tuner/devices.py's H200 start and
+own registers and shared memory), choosing by the model costs a geo-mean 1.035 of the best timed
+score per bucket (worst 1.21; `python -m bench.model_fit`); tuner/devices.py's H200 start and
 latency are that fit's.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
 """
@@ -34,7 +34,7 @@ from indexer_logits._identity import Config, Problem
 from .devices import Device
 from .space import estimate_shared_bytes
 
-MODEL_VERSION = "1"
+MODEL_VERSION = "2"
 
 STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
@@ -46,6 +46,8 @@ MIN_RUN = 4  # the split grid's shortest run (templates: MIN_RUN = min(4, TILES)
 Q_ROWS_COST = 1.6  # orient q_rows: the head sum across warps (every H200 winner is k_rows)
 PERSISTENT_COST = 1.45  # the persistent grid's tile loop (its winners: one bf16 bucket of 12)
 SPAN_PAGES_COST = 1.2  # a tile over several pages reads one block-table entry a token, no TMA box
+DOT_WARPS_FULL = 16  # resident warps an SM's dot needs (fit, with the next_n = 2 run-store A/B below)
+START_QUEUE_WEIGHT = 0.4  # share of a wave's extra first copies that delays it (fit: the stages sweep)
 SPAN_PAGES_DOT_COST = 1.5  # ... and its dot waits on those gathers (next_n = 2: 1.7x)
 PREFILL_L2_REUSE = 4.0  # prefill's key chunks are read by every row block: mostly from L2 (assumption)
 
@@ -147,7 +149,9 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
     depth = max(config.num_stages - 1, 1)  # tiles in flight a program: stages - 1 (one without a pipeline)
     # The dot: the scoring's flops at a fraction of the matmul rate, shared by an SM's programs.
     flops_tile = 2.0 * bt * n_rows * problem.heads * problem.head_dim
-    dot_rate = _dot_rate(device, problem, res)
+    # An SM's tensor cores need DOT_WARPS_FULL resident warps to keep busy (next_n = 2 with the
+    # run's buffer: 167 registers, 3 programs an SM, timed 1.16-1.19x slower than 112 registers and 4).
+    dot_rate = _dot_rate(device, problem, res) * min(1.0, resident * config.num_warps / DOT_WARPS_FULL)
     busy_per_sm = max(1.0, min(resident, programs / device.sm_count))
     dot_tile_us = flops_tile * busy_per_sm / (dot_rate / device.sm_count) * 1e6
     # A program's own chain: its dependent start, then its tiles. With two or more tiles in flight
@@ -175,7 +179,10 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
             wave_stream, wave_chain = wave(here)
             stream_us += count * wave_stream
             serial_us += count * (device.start_us + wave_chain)
-            body += count * (device.start_us + max(wave_stream, wave_chain))
+            # A wave's first copies queue at the memory before its first tile scores: the copies past
+            # one a program delay it (64x8K tp16 at 3 / 4 / 5 stages: 22.1 / 22.4 / 23.1 us).
+            queue_us = START_QUEUE_WEIGHT * here * (depth - 1) * bt * problem.token_bytes / device.copy_bandwidth * 1e6
+            body += count * (device.start_us + queue_us + max(wave_stream, wave_chain))
     dot_us = batch * tiles * flops_tile / dot_rate * 1e6
     if bt > problem.page_size:
         dot_us *= SPAN_PAGES_DOT_COST
