@@ -1,7 +1,7 @@
 """The shipped H200 table's configs against a blind predicted H200 table's, timed in one process.
 
 How good is `cli.py predict` on a GPU it was not fit to pick for? The blind table
-(bench/predicted_h200.json: `cli.py predict --gpu h200` over the fp8 decode problems, next_n 1 and
+(docs/perf_logs/predicted_h200/dispatch.json: `cli.py predict --gpu h200` over the fp8 decode problems, next_n 1 and
 2; only its configs are read) and the shipped table (indexer_logits/tables/nvidia_h200/, tuned on
 the GPU) choose per bucket; this tool renders both choices with the current templates, gates the
 predicted ones once (reference, CUDA-graph replay with other lengths, poisoned block table), then
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bench._common import ROOT, no_cuda
 
-BLIND_TABLE = ROOT / "bench" / "predicted_h200.json"
+BLIND_TABLE = ROOT / "docs" / "perf_logs" / "predicted_h200" / "dispatch.json"
 SHIPPED_TABLE = ROOT / "indexer_logits" / "tables" / "nvidia_h200" / "dispatch.json"
 SMOKE_BUCKETS = ((2, 256), (3, 512))
 
