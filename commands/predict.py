@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import click
 from tuner.devices import DEVICES, device as make_device
 from tuner.buckets import parse_sizes
 from tuner.predict import CompileCache, default_buckets, predict
-from tuner.predicted_table import emit_predicted
+from tuner.model import MODEL_VERSION
+from tuner.predicted_table import DEFAULT_SCOPE, emit_predicted, predicted_dir, same_inputs
 from tuner.tables import default_problems
 
 from .common import DB_DIR, GENERATED, FamilyChoice
@@ -44,10 +46,13 @@ from .common import DB_DIR, GENERATED, FamilyChoice
 @click.option("--jobs", default=None, type=click.IntRange(min=1), help="Compile processes. [default: CPU count]")
 @click.option("--cache", "cache_path", default=DB_DIR / "xcompile_cache.jsonl", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="Cross-compile results kept between runs.")
+@click.option("--if-stale", is_flag=True,
+              help="Do nothing when OUT's predicted table for the GPU came from the same device properties, model, "
+                   "templates, Triton and tool version (run.sh's CPU branch: the committed table stands).")
 @click.option("--out", "out_dir", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Where <gpu_slug>/predicted/ goes.")
 def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_us, start_us, latency_us, families,
-                    dtypes, next_ns, lens_modes, batches, contexts, top, jobs, cache_path, out_dir) -> None:
+                    dtypes, next_ns, lens_modes, batches, contexts, top, jobs, cache_path, if_stale, out_dir) -> None:
     """Predict a dispatch table for a GPU nobody has tuned on, without a GPU.
 
     For every default problem and bucket of the tuning grid, the feasible space of the GPU's target
@@ -58,6 +63,11 @@ def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_u
     """
     dev = make_device(gpu, sm=sm, bandwidth=bandwidth, fp8_tflops=fp8_tflops, bf16_tflops=bf16_tflops, l2_mb=l2_mb,
                       launch_us=launch_us, start_us=start_us, latency_us=latency_us)
+    if if_stale and not (families or dtypes or next_ns or lens_modes or batches or contexts):
+        current = predicted_dir(out_dir, dev.slugs[0]) / "dispatch.json"
+        if current.is_file() and same_inputs(json.loads(current.read_text()).get("provenance", {}), dev):
+            click.echo(f"{current}: up to date (same device, model {MODEL_VERSION}, templates and Triton)")
+            return
     problems = [p for p in default_problems()
                 if (not families or p.family in families) and (not dtypes or p.cache_dtype in dtypes)
                 and (not next_ns or not p.kind.decode or p.next_n in next_ns)
@@ -79,7 +89,10 @@ def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_u
     start = time.perf_counter()
     prediction = predict(dev, problems, CompileCache(cache_path), jobs=jobs, buckets=buckets, top=top,
                          on_line=lambda s: click.echo(s, err=True))
-    for r in emit_predicted(prediction, dev, out_dir):
+    filters = {"--family": families, "--dtype": dtypes, "--next-n": next_ns, "--lens-mode": lens_modes,
+               "--batch": batches and [batches], "--context": contexts and [contexts]}
+    scope = " ".join(f"{k} {','.join(map(str, v))}" for k, v in filters.items() if v) or DEFAULT_SCOPE
+    for r in emit_predicted(prediction, dev, out_dir, scope):
         state = f"{len(r.written)} file(s) written, {len(r.removed)} removed" if r.changed else "unchanged"
         click.echo(f"{r.directory}: {r.entries} entries, {r.modules} modules ({state})")
     for note in prediction.notes:

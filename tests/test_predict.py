@@ -99,3 +99,19 @@ def test_ship_takes_the_predicted_table_and_the_pointer(predicted, tmp_path):
     assert f"tables/{rtx.slugs[0]}/predicted/dispatch.json" in files
     table = json.loads((result.package_dir / "tables" / rtx.slugs[0] / "predicted" / "dispatch.json").read_text())
     assert all(f"tables/{rtx.slugs[0]}/predicted/{m['file']}" in files for m in table["modules"].values())
+
+
+def test_if_stale_knows_a_table_that_would_not_change(predicted):
+    import dataclasses
+
+    from tuner.predicted_table import DEFAULT_SCOPE, same_inputs
+
+    base, _ = predicted
+    rtx = device("rtx_pro_6000")
+    prov = json.loads((base / "tables" / rtx.slugs[0] / "predicted" / "dispatch.json").read_text())["provenance"]
+    assert prov["scope"].startswith("--family decode_paged --dtype fp8") and not same_inputs(prov, rtx)
+    full = {**prov, "scope": DEFAULT_SCOPE}
+    assert same_inputs(full, rtx)
+    assert not same_inputs(full, device("rtx_pro_6000", sm=170))
+    assert not same_inputs({**full, "model_version": "0"}, rtx)
+    assert not same_inputs(full, dataclasses.replace(rtx, latency_us=2.0))

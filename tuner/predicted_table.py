@@ -44,7 +44,11 @@ def _entry(choice, variant: str, device: Device) -> dict:
     return entry
 
 
-def build_predicted_table(prediction: Prediction, device: Device, directory: Path, result: EmitResult) -> tuple[dict, set]:
+DEFAULT_SCOPE = "the default grid"
+
+
+def build_predicted_table(prediction: Prediction, device: Device, directory: Path, result: EmitResult,
+                          scope: str = DEFAULT_SCOPE) -> tuple[dict, set]:
     import triton
 
     modules: dict[str, dict] = {}
@@ -72,6 +76,7 @@ def build_predicted_table(prediction: Prediction, device: Device, directory: Pat
         "tool_version": __version__,
         "template_hashes": {f: template_hash(f) for f in family_names()},
         "cross_compiled_for": device.target,
+        "scope": scope,  # the problems and buckets predicted: the default grid, or predict's filters
         "notes": list(prediction.notes),
         "selection": ("per (problem, bucket) the point of tuner.space.feasible_points with the least predicted score "
                       "(tuner.model: decode full + quarter-filled, prefill one time) among those cross-compiled for "
@@ -82,13 +87,27 @@ def build_predicted_table(prediction: Prediction, device: Device, directory: Pat
     return table, {m["file"] for m in modules.values()}
 
 
-def emit_predicted(prediction: Prediction, device: Device, out_root: Path) -> list[EmitResult]:
+def same_inputs(provenance: dict, device: Device) -> bool:
+    """Whether a predicted table's provenance records what a prediction for `device` would now
+    start from (device properties, model, templates, Triton, tool): then predicting again would
+    write the same table, given the same compile results."""
+    import triton
+
+    return (provenance.get("kind") == "predicted" and provenance.get("scope") == DEFAULT_SCOPE
+            and provenance.get("device") == json.loads(json.dumps(device.to_dict()))
+            and provenance.get("model_version") == MODEL_VERSION and provenance.get("triton_version") == triton.__version__
+            and provenance.get("tool_version") == __version__
+            and provenance.get("template_hashes") == {f: template_hash(f) for f in family_names()})
+
+
+def emit_predicted(prediction: Prediction, device: Device, out_root: Path,
+                   scope: str = DEFAULT_SCOPE) -> list[EmitResult]:
     """Write the predicted table under the device's first slug and a same_as pointer under the others."""
     slug = device.slugs[0]
     directory = predicted_dir(out_root, slug)
     directory.mkdir(parents=True, exist_ok=True)
     result = EmitResult(slug, directory, 0, 0, notes=list(prediction.notes))
-    table, files = build_predicted_table(prediction, device, directory, result)
+    table, files = build_predicted_table(prediction, device, directory, result, scope)
     result.entries, result.modules = len(table["entries"]), len(table["modules"])
     _write_dir(directory, table, files, result)
     results = [result]
