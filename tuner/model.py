@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from indexer_logits._identity import Config, Problem
 
 from .devices import Device
+from .families import family_of
 from .space import estimate_shared_bytes
 
 MODEL_VERSION = "2"
@@ -64,8 +65,6 @@ class Resources:
 def estimate_resources(problem: Problem, config: Config, device: Device) -> Resources:
     """An optimistic guess before compiling (the cheap pre-rank): the accumulator's registers plus a
     base, shared memory from tuner.space's estimate. Compiled resources replace it."""
-    from .families import family_of
-
     rows = family_of(problem).dot_rows(problem, config)
     threads = 32 * config.num_warps
     acc = rows * config.block_t // threads
