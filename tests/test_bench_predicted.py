@@ -40,8 +40,8 @@ def test_pairs_follow_the_buckets_both_tables_have():
     ship_n1 = shipped[(N1, (64, 8192))]
     predicted = {(N1, (64, 8192)): OTHER, (N2, (1, 4096)): OTHER, (N1, (3, 4096)): OTHER}  # (3, 4096): not shipped
     got = tool.pairs(shipped, predicted, [1, 2])
-    assert [(p.next_n, b) for p, b, _, _ in got] == [(1, (64, 8192)), (2, (1, 4096))]
-    assert got[0][2] == ship_n1 and got[0][3] == OTHER
+    assert [(p.next_n, b) for p, b, _, _ in got] == [(2, (1, 4096)), (1, (64, 8192))]  # smallest first
+    assert got[1][2] == ship_n1 and got[1][3] == OTHER
     assert tool.pairs(shipped, predicted, [2])[0][0] == N2
 
 
