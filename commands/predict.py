@@ -13,7 +13,7 @@ from tuner.buckets import parse_sizes
 from tuner.predict import CompileCache, default_buckets, predict
 from tuner.model import MODEL_VERSION
 from tuner.predicted_table import DEFAULT_SCOPE, emit_predicted, predicted_dir, same_inputs
-from tuner.tables import default_problems
+from tuner.tables import DEFAULT_HEAD_DIM, DEFAULT_HEADS, default_problems
 
 from .common import DB_DIR, GENERATED, FamilyChoice
 
@@ -37,6 +37,11 @@ from .common import DB_DIR, GENERATED, FamilyChoice
 @click.option("--next-n", "next_ns", multiple=True, type=int, help="Decode: only these next_n (repeatable).")
 @click.option("--lens-mode", "lens_modes", multiple=True, type=click.Choice(["1d", "2d"]),
               help="Decode: only these lens modes (repeatable).")
+@click.option("--heads", default=DEFAULT_HEADS, show_default=True, type=click.IntRange(min=1),
+              help="Query heads of the problems predicted (DeepSeek-V3.2's indexer: 64; other head counts get the "
+                   "family defaults).")
+@click.option("--head-dim", default=DEFAULT_HEAD_DIM, show_default=True, type=click.IntRange(min=1),
+              help="Head dim of the problems predicted.")
 @click.option("--batch", "batches", default=None, metavar="SIZES",
               help="Only these batches (decode requests; prefill query rows), e.g. 1,8,64. [default: the grid's]")
 @click.option("--context", "contexts", default=None, metavar="SIZES",
@@ -52,7 +57,8 @@ from .common import DB_DIR, GENERATED, FamilyChoice
 @click.option("--out", "out_dir", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Where <gpu_slug>/predicted/ goes.")
 def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_us, start_us, latency_us, families,
-                    dtypes, next_ns, lens_modes, batches, contexts, top, jobs, cache_path, if_stale, out_dir) -> None:
+                    dtypes, next_ns, lens_modes, heads, head_dim, batches, contexts, top, jobs, cache_path, if_stale,
+                    out_dir) -> None:
     """Predict a dispatch table for a GPU nobody has tuned on, without a GPU.
 
     For every default problem and bucket of the tuning grid, the feasible space of the GPU's target
@@ -63,13 +69,15 @@ def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_u
     """
     dev = make_device(gpu, sm=sm, bandwidth=bandwidth, fp8_tflops=fp8_tflops, bf16_tflops=bf16_tflops, l2_mb=l2_mb,
                       launch_us=launch_us, start_us=start_us, latency_us=latency_us)
-    if if_stale and not (families or dtypes or next_ns or lens_modes or batches or contexts):
+    default_heads = (heads, head_dim) == (DEFAULT_HEADS, DEFAULT_HEAD_DIM)
+    if if_stale and default_heads and not (families or dtypes or next_ns or lens_modes or batches or contexts):
         current = predicted_dir(out_dir, dev.slugs[0]) / "dispatch.json"
         if current.is_file() and same_inputs(json.loads(current.read_text()).get("provenance", {}), dev):
             click.echo(f"{current}: up to date (same device, model {MODEL_VERSION}, templates and Triton)")
             return
     problems = [p for p in default_problems()
-                if (not families or p.family in families) and (not dtypes or p.cache_dtype in dtypes)
+                if p.heads == heads and p.head_dim == head_dim
+                and (not families or p.family in families) and (not dtypes or p.cache_dtype in dtypes)
                 and (not next_ns or not p.kind.decode or p.next_n in next_ns)
                 and (not lens_modes or not p.kind.decode or p.lens_mode in lens_modes)]
     if not problems:

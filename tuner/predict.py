@@ -29,6 +29,7 @@ from .families import family_of
 from .model import Resources, estimate_resources, predict_score_us, rank_us
 from .render import template_hash
 from .space import default_config, feasible_points
+from .tables import timing_hashes
 
 PRERANK_TOP = 3  # points compiled per bucket and round
 _PRERANKS: dict = {}  # (problem with lens 1d, bucket, device) -> config keys, best first
@@ -78,8 +79,11 @@ class CompileCache:
     def key(problem: Problem, config: Config, device: Device) -> str:
         import triton
 
+        # A template proven PTX-equivalent to an older one (tuner.tables.PTX_EQUIVALENT_TEMPLATES: a
+        # `True & x` mask the frontend folds to `x` before any target lowering) compiles to the same
+        # registers and shared memory: its results are keyed by the oldest equivalent hash.
         return "|".join((variant_name(problem, config), device.target, triton.__version__,
-                         template_hash(problem.family), str(xcompile.MAX_SPILL_BYTES)))
+                         timing_hashes(template_hash(problem.family))[-1], str(xcompile.MAX_SPILL_BYTES)))
 
     def get(self, key: str):
         return self.rows.get(key)
