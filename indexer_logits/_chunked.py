@@ -25,11 +25,9 @@ def _chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_cont
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
     key = _fastpath.call_key("chunked", (q, kv_cache, weights, row_request, row_limit, block_table, out),
                              (max_context_len, clean_logits, scale_layout, check_values))
-    replay = _fastpath.get(key)
-    if replay is not None:
-        served = replay([q, kv_cache, weights, row_request, row_limit, block_table, out], 6)
-        if served is not None:
-            return served
+    served = _fastpath.serve(key, [q, kv_cache, weights, row_request, row_limit, block_table, out], 6)
+    if served is not None:
+        return served
     device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
     values = value_checks_enabled(check_values, device)
     a = check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,

@@ -26,11 +26,9 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
     key = _fastpath.call_key("paged", (q, kv_cache, weights, context_lens, block_table, out, indices),
                              (max_context_len, clean_logits, scale_layout, check_values, enable_pdl,
                               type(schedule_meta)))
-    replay = _fastpath.get(key)
-    if replay is not None:
-        served = replay([q, kv_cache, weights, context_lens, block_table, out], 5)
-        if served is not None:
-            return served
+    served = _fastpath.serve(key, [q, kv_cache, weights, context_lens, block_table, out], 5)
+    if served is not None:
+        return served
     if schedule_meta is not None and not isinstance(schedule_meta, torch.Tensor):
         raise ValueError(f"schedule_meta: expected a tensor (get_paged_mqa_logits_metadata) or None, "
                          f"got {type(schedule_meta).__name__}")

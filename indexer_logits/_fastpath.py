@@ -104,6 +104,14 @@ def get(key: Optional[tuple]) -> Optional["Replay"]:
         return None
 
 
+def serve(key: Optional[tuple], inputs: list, out_index: int) -> Optional[torch.Tensor]:
+    """The output of the launch recorded for `key`, run over `inputs` (see Replay.__call__); None
+    when nothing is recorded for it or a launch hook wants Triton's own launch: the caller's full
+    path then serves the call."""
+    replay = get(key)
+    return None if replay is None else replay(inputs, out_index)
+
+
 def clear() -> None:
     """Forget every recorded launch (with the dispatch's cache: tables may have changed)."""
     with _RECORD_LOCK:

@@ -97,11 +97,10 @@ def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
     key = _fastpath.call_key("ragged", (q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out),
                              (clean_logits, max_seqlen_k, check_values, names))
-    replay = _fastpath.get(key)
-    if replay is not None:
-        served = replay(_replay_inputs(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out), 6)
-        if served is not None:
-            return served
+    served = None if key is None else _fastpath.serve(
+        key, _replay_inputs(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out), 6)
+    if served is not None:
+        return served
     if isinstance(q, torch.Tensor) and q.dtype == torch.bfloat16 and isinstance(kv, (tuple, list)) and len(kv) != 1:
         raise ValueError(f"kv: expected the K tensor [Nk, D] bfloat16 or a 1-tuple (k,) for bf16 q, got {len(kv)} items")
     width = check_compressed_width(max_seqlen_k)
