@@ -196,3 +196,14 @@ def test_a_key_holds_alignment_scalars_types_and_environment(monkeypatch):
     assert k != F.call_key("t", (base[:16], None), (True, True))  # bool is not int
     monkeypatch.setenv(F.ENV_FAST_LAUNCH, "1")
     assert k != F.call_key("t", (base[:16], None), (1, True))
+
+
+def test_serve_is_the_recorded_launch_or_none(fake_triton):
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    assert F.serve(("k",), [q, w, out], 2) is None  # nothing recorded yet: the caller's full path
+    F.record(("k",), mod.launch, (q, w, out, 1.0), {}, [q, w, out], 2)
+    q2, w2, out2 = _inputs(1)
+    assert F.serve(("k",), [q2, w2, out2], 2) is out2 and torch.equal(out2, q2 * w2 + 1.0)
+    fake_triton.launch_enter_hook.calls.append(print)
+    assert F.serve(("k",), [q2, w2, out2], 2) is None  # a hook: Triton's own launch
