@@ -1,0 +1,266 @@
+"""Logits + top-k on the GPU: the device selection against logits + torch.topk, same process.
+
+    python3 -m bench.topk [--out DIR] [--sweep] [--skip-prefill] [--k 2048]
+
+Decode (fp8, next_n 1, full lengths; 64x32K, 64x128K, 1x1M, 128x8K): CUDA-graph time of the
+logits kernel alone, of fp8_paged_mqa_topk, and of the logits then torch.topk, each graph holding
+4 calls, the three alternated over 5 rounds (best of each). Prefill (fp8 ragged, causal windows:
+the last M tokens of one Nk sequence; 4096x64K, 2048x1M): eager time of fp8_mqa_logits into a
+full [M, Nk] buffer, of fp8_mqa_topk, of the logits then torch.topk where the logits fit, and the
+peak memory each call adds over its inputs and output (torch.cuda.max_memory_allocated).
+Every case checks the selection first: our index sets against a stable descending sort of the
+same logits (the tie rule: smallest index first), over all decode rows and a sample of prefill
+rows. --sweep times the selection alone over its launch parameters (indexer_logits._topk_select)
+on the decode logits. Writes topk.json under --out and prints a table last. Needs a CUDA device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+DECODE = [(64, 32768), (64, 131072), (1, 1048576), (128, 8192)]
+PREFILL = [(4096, 65536), (2048, 1048576)]
+
+
+def graph_us(fn, calls: int = 4, rounds: int = 20) -> float:
+    """Microseconds per call of `fn` replayed in a CUDA graph of `calls` calls (median of rounds)."""
+    import torch
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / calls)
+    return sorted(times)[len(times) // 2]
+
+
+def eager_us(fn, iters: int = 3) -> float:
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        best = min(best, a.elapsed_time(b) * 1e3)
+    return best
+
+
+def ref_sets(logits, lo, hi, k):
+    """Index sets of the stable descending sort inside each row's window (-1 pads), sorted per row."""
+    import torch
+    cols = torch.arange(logits.shape[1], device=logits.device)
+    valid = (cols[None] >= lo[:, None]) & (cols[None] < hi[:, None])
+    x = torch.where(valid, logits, torch.full_like(logits, float("-inf")))
+    idx = torch.sort(x, dim=1, descending=True, stable=True).indices[:, :k].int()
+    n = (hi - lo).clamp(0, k)
+    idx = torch.where(torch.arange(k, device=logits.device)[None] < n[:, None], idx - lo[:, None].int(),
+                      torch.full_like(idx, -1))
+    return idx.sort(dim=1).values
+
+
+def mismatched_rows(ours, logits, lo, hi, k) -> int:
+    return int((ours.sort(dim=1).values != ref_sets(logits, lo, hi, k)).any(dim=1).sum())
+
+
+def decode_cases(k: int, sweep: bool) -> list[dict]:
+    import torch
+    import indexer_logits as K
+    from indexer_logits import _topk_select as S
+    from tuner.inputs import make_decode_inputs
+    from tuner.space import Problem
+    rows_out = []
+    for batch, ctx in DECODE:
+        inp = make_decode_inputs(Problem(), batch, ctx, lens="full", device="cuda", max_pool_bytes=3 << 30)
+        args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx)
+        logits_buf = torch.empty(batch, ctx, device="cuda")
+        idx_buf = torch.empty(batch, k, dtype=torch.int32, device="cuda")
+        logits = K.fp8_paged_mqa_logits(*args, False, out=logits_buf)
+        ours = K.fp8_paged_mqa_topk(*args, k)
+        hi = inp.context_lens.int()
+        bad = mismatched_rows(ours, logits, torch.zeros_like(hi), hi, k)
+        fns = {
+            "logits": lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_buf),
+            "topk": lambda: K.fp8_paged_mqa_topk(*args, k, out=idx_buf),
+            "torch_topk": lambda: torch.topk(K.fp8_paged_mqa_logits(*args, False, out=logits_buf), k, dim=1),
+        }
+        best = {name: float("inf") for name in fns}
+        for _ in range(5):
+            for name, fn in fns.items():
+                best[name] = min(best[name], graph_us(fn))
+        row = {"case": f"decode {batch}x{ctx // 1024}K", "mismatched_rows": bad, **{f"{n}_us": v for n, v in best.items()}}
+        row["topk_over_logits"] = best["topk"] / best["logits"]
+        row["torch_over_logits"] = best["torch_topk"] / best["logits"]
+        if sweep:
+            row["sweep"] = _sweep(logits, hi, k)
+        rows_out.append(row)
+        print(json.dumps({k_: v for k_, v in row.items() if k_ != "sweep"}), flush=True)
+        del inp, logits_buf
+        torch.cuda.empty_cache()
+    return rows_out
+
+
+SWEEP = [dict(BINS=n, BLOCK=b, NUM_WARPS=w, PROGRAMS_PER_SM=p, SCAN_SLOTS=False, CAP=c)
+         for n in (32, 64, 128) for b in (512, 1024) for w in (4, 8) for p in (8, 16) for c in (64, 256)]
+
+
+def _sweep(logits, hi, k) -> list[dict]:
+    """The selection alone on these logits, per launch setting (graph time)."""
+    import torch
+    from indexer_logits import _topk_kernels as KN, _topk_select as S
+    rows = logits.shape[0]
+    owners = {"BINS": KN, "CAP": KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S}
+    saved = {n: getattr(owners[n], n) for n in owners}
+    idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    out = []
+    try:
+        for setting in SWEEP:
+            for n, v in setting.items():
+                setattr(owners[n], n, v)
+            ws = S.workspace(rows, "cuda")
+            fn = lambda: S.select_rows(logits, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi)
+            try:
+                fn()
+                ok = mismatched_rows(idx, logits, torch.zeros_like(hi), hi, k) == 0
+                us = min(graph_us(fn) for _ in range(2))
+                out.append({**setting, "us": us, "exact": ok})
+            except Exception as exc:  # a setting that does not compile on this GPU: say so, go on
+                out.append({**setting, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    finally:
+        for n, v in saved.items():
+            setattr(owners[n], n, v)
+    out.sort(key=lambda r: r.get("us", float("inf")))
+    return out
+
+
+def sampled_mismatches(inp, ours, k, blocks=(0, 1, -2, -1)) -> tuple[int, int]:
+    """(mismatched rows, rows checked) over a few of the row blocks fp8_mqa_topk scores: each
+    block's logits recomputed with the same call shape (so the same kernel and the same sums;
+    another row count may pick another config, whose last-bit differences move the k-th score)."""
+    from indexer_logits import _topk
+    import indexer_logits as K
+    rows, keys = inp.q.shape[0], inp.kv[0].shape[0]
+    step = _topk.scratch_rows(rows, keys)
+    starts = list(range(0, rows, step))
+    bad = checked = 0
+    for b in sorted({starts[i] for i in blocks if -len(starts) <= i < len(starts)}):
+        e = min(rows, b + step)
+        logits = K.fp8_mqa_logits(inp.q[b:e], inp.kv, inp.weights[b:e], inp.cu_seqlen_ks[b:e],
+                                  inp.cu_seqlen_ke[b:e], False)
+        bad += mismatched_rows(ours[b:e], logits, inp.cu_seqlen_ks[b:e], inp.cu_seqlen_ke[b:e], k)
+        checked += e - b
+        del logits
+    return bad, checked
+
+
+def prefill_cases(k: int) -> list[dict]:
+    import torch
+    import indexer_logits as K
+    from tuner.inputs import make_prefill_inputs
+    from tuner.space import Problem
+    rows_out = []
+    for rows, keys in PREFILL:
+        inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device="cuda")
+        args = inp.args()
+        idx_buf = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+        ours = K.fp8_mqa_topk(*args, k, out=idx_buf)
+        bad, checked = sampled_mismatches(inp, ours, k)
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        t_topk = eager_us(lambda: K.fp8_mqa_topk(*args, k, out=idx_buf))
+        extra_topk = torch.cuda.max_memory_allocated() - base
+        logits_buf = torch.empty(rows, keys, device="cuda")
+        t_logits = eager_us(lambda: K.fp8_mqa_logits(*args, False, out=logits_buf))
+        t_torch = eager_us(lambda: torch.topk(K.fp8_mqa_logits(*args, False, out=logits_buf), k, dim=1))
+        t_topk = min(t_topk, eager_us(lambda: K.fp8_mqa_topk(*args, k, out=idx_buf)))
+        row = {"case": f"prefill {rows}x{keys // 1024}K", "mismatched_sample_rows": bad, "sample_rows": checked,
+               "logits_us": t_logits, "topk_us": t_topk, "torch_topk_us": t_torch,
+               "topk_over_logits": t_topk / t_logits, "torch_over_logits": t_torch / t_logits,
+               "logits_bytes": rows * keys * 4, "topk_extra_bytes": extra_topk,
+               "extra_over_logits": extra_topk / (rows * keys * 4)}
+        rows_out.append(row)
+        print(json.dumps(row), flush=True)
+        del logits_buf, inp
+        torch.cuda.empty_cache()
+    return rows_out
+
+
+def _profile(k: int) -> None:
+    import torch
+    import indexer_logits as K
+    from tuner.inputs import make_decode_inputs
+    from tuner.space import Problem
+    inp = make_decode_inputs(Problem(), 64, 32768, lens="full", device="cuda", max_pool_bytes=3 << 30)
+    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, 32768)
+    out = torch.empty(64, k, dtype=torch.int32, device="cuda")
+    for _ in range(3):
+        K.fp8_paged_mqa_topk(*args, k, out=out)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            K.fp8_paged_mqa_topk(*args, k, out=out)
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--skip-prefill", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="per-kernel device time of one 64x32K decode top-k")
+    a = ap.parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        print("bench.topk: needs a CUDA device", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    if a.profile:
+        _profile(a.k)
+    result = {"gpu": torch.cuda.get_device_name(), "k": a.k, "decode": decode_cases(a.k, a.sweep)}
+    if not a.skip_prefill:
+        result["prefill"] = prefill_cases(a.k)
+    result["seconds"] = time.time() - t0
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "topk.json").write_text(json.dumps(result, indent=1))
+    print(f"\n{'case':<22}{'logits us':>11}{'+topk us':>11}{'ratio':>7}{'+torch.topk':>13}{'ratio':>7}{'bad rows':>9}")
+    for r in result["decode"] + result.get("prefill", []):
+        bad = r.get("mismatched_rows", r.get("mismatched_sample_rows"))
+        print(f"{r['case']:<22}{r['logits_us']:>11.1f}{r['topk_us']:>11.1f}{r['topk_over_logits']:>7.2f}"
+              f"{r['torch_topk_us']:>13.1f}{r['torch_over_logits']:>7.2f}{bad:>9}")
+    for r in result.get("prefill", []):
+        print(f"{r['case']}: extra memory {r['topk_extra_bytes'] / 2**20:.1f} MiB = "
+              f"{r['extra_over_logits']:.4f} of the logits")
+    for r in result["decode"]:
+        if "sweep" in r:
+            print(r["case"], "selection alone, best (BINS, BLOCK, warps, programs/SM, CAP, us, exact):",
+                  [(s["BINS"], s["BLOCK"], s["NUM_WARPS"], s["PROGRAMS_PER_SM"], s["CAP"], round(s.get("us", -1), 1),
+                    s.get("exact")) for s in r["sweep"][:4]], "worst:", r["sweep"][-1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

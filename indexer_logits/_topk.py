@@ -1,0 +1,215 @@
+"""The top-k of the indexer logits, as engines use them: fp8_paged_mqa_topk, fp8_mqa_topk,
+fp8_paged_mqa_topk_chunked and their bf16 twins.
+
+Each call scores with the logits kernels (the same dispatch and tables) and selects each row's k
+best keys on the device (indexer_logits._topk_kernels): int32 [rows, k] indices, -1 past a row's
+valid keys, in no particular order; ties at the k-th score go to the smallest indices. Decode
+indices are key positions (the logits columns, as SGLang's fast_topk_v2 and vLLM's
+top_k_per_row_decode return them); prefill indices are relative to the row's window start ks
+(vLLM's top_k_per_row_prefill; add ks for absolute positions). No host synchronisation, grids
+fixed by shapes: CUDA-graph safe.
+
+Memory: decode scores all rows at once (the [rows, max_context_len] logits are small); the
+prefill paths score a block of rows at a time into one scratch buffer of at most
+`max_scratch_bytes` (default: 1/32 of the full logits, at least SCRATCH_FLOOR), so no
+[rows, Nk] fp32 tensor exists.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+from ._tables import interpreting
+from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, check_k, select_rows, top_k_output,
+                           topk_reference, workspace)
+
+SCRATCH_FRACTION = 32          # default scratch: this fraction of the full [rows, Nk] logits
+SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
+ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
+NEG_INF = float("-inf")
+
+
+def _on_device(device: torch.device) -> bool:
+    """Whether the selection runs the kernels (a GPU, or the interpreter) or torch."""
+    if os.environ.get(ENV_BACKEND, "").strip().lower() == "reference":
+        return False
+    return device.type != "cpu" or interpreting()
+
+
+def _values_output(values_out, rows: int, k: int, device):
+    if values_out is None:
+        return torch.empty((rows, k), dtype=torch.float32, device=device)
+    if (not isinstance(values_out, torch.Tensor) or values_out.dtype != torch.float32
+            or tuple(values_out.shape) != (rows, k) or (k > 1 and values_out.stride(1) != 1)):
+        raise ValueError(f"values_out: expected float32 [{rows}, {k}] with contiguous rows, got "
+                         + (f"{values_out.dtype} {list(values_out.shape)}" if isinstance(values_out, torch.Tensor)
+                            else type(values_out).__name__))
+    return values_out
+
+
+def _select(logits, k, window, idx, val, ws, *, lo=None, hi=None, lens=None, next_n=1) -> None:
+    """Kernels where they run, else torch over the same windows (reads them on the host)."""
+    if _on_device(logits.device):
+        select_rows(logits, k, window, idx, val, ws, lo=lo, hi=hi, lens=lens, next_n=next_n)
+        return
+    rows = logits.shape[0]
+    r = torch.arange(rows, device=logits.device)
+    if window == WINDOW_RAGGED:
+        a, b = lo, hi
+    elif window == WINDOW_CAUSAL:
+        b = lens.long()[r // next_n] - next_n + r % next_n + 1
+        a = torch.zeros_like(b)
+    else:
+        b = lens.long()
+        a = torch.zeros_like(b)
+    ri, rv = topk_reference(logits, k, a, b)
+    idx.copy_(ri)
+    if val is not None:
+        val.copy_(rv)
+
+
+def _answer(idx, val, return_values):
+    return (idx, val) if return_values else idx
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode over the paged cache.
+
+def _paged_topk(logits_fn, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k,
+                return_values, out, values_out, scale_layout, check_values, enable_pdl):
+    k = check_k(k)
+    logits = logits_fn(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False,
+                       scale_layout=scale_layout, check_values=check_values, enable_pdl=enable_pdl)
+    rows, next_n = logits.shape[0], q.shape[1]
+    idx = top_k_output(out, rows, k, q.device)
+    val = _values_output(values_out, rows, k, q.device) if return_values else None
+    window = WINDOW_LIMIT if context_lens.dim() == 2 else WINDOW_CAUSAL
+    lens = context_lens.reshape(-1) if context_lens.dim() == 2 else context_lens
+    ws = workspace(rows, q.device) if _on_device(q.device) else None
+    _select(logits, k, window, idx, val, ws, lens=lens, next_n=next_n)
+    return _answer(idx, val, return_values)
+
+
+def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k=2048,
+                       *, return_values=False, out=None, values_out=None, scale_layout="page_blocked",
+                       check_values: Optional[bool] = None, enable_pdl: Optional[bool] = None):
+    """The k best keys of each decode row: fp8_paged_mqa_logits's arguments (its clean_logits is
+    not needed), then k (2048 by default). Returns int32 [B * next_n, k] key positions (-1 past
+    the row's valid keys), or (indices, float32 scores) with return_values. `out` / `values_out`:
+    buffers to write them into. Allocates the logits [B * next_n, max_context_len] and a small
+    workspace per call."""
+    from ._decode import fp8_paged_mqa_logits
+    return _paged_topk(fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                       max_context_len, k, return_values, out, values_out, scale_layout, check_values, enable_pdl)
+
+
+def bf16_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k=2048,
+                        *, return_values=False, out=None, values_out=None, scale_layout="none",
+                        check_values: Optional[bool] = None, enable_pdl: Optional[bool] = None):
+    """fp8_paged_mqa_topk for a bf16 cache (bf16_paged_mqa_logits's arguments)."""
+    from ._decode import bf16_paged_mqa_logits
+    return _paged_topk(bf16_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                       max_context_len, k, return_values, out, values_out, scale_layout, check_values, enable_pdl)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prefill: blocks of rows scored into one scratch buffer, each block selected before the next.
+
+def scratch_rows(rows: int, width: int, max_scratch_bytes: Optional[int] = None) -> int:
+    """Query rows per block of a prefill top-k (shapes only)."""
+    if max_scratch_bytes is None:
+        budget = max(rows * width * 4 // SCRATCH_FRACTION, SCRATCH_FLOOR)
+    elif isinstance(max_scratch_bytes, bool) or not isinstance(max_scratch_bytes, int) or max_scratch_bytes < 1:
+        raise ValueError(f"max_scratch_bytes: expected a positive int or None, got {max_scratch_bytes!r}")
+    else:
+        budget = max_scratch_bytes
+    return max(1, min(rows, budget // max(width * 4, 1)))
+
+
+def _blocks(rows: int, width: int, max_scratch_bytes):
+    step = scratch_rows(rows, width, max_scratch_bytes)
+    return step, [(i, min(rows, i + step)) for i in range(0, rows, step)]
+
+
+def _ragged_topk(logits_fn, q, kv, weights, ks, ke, k, return_values, out, values_out, max_scratch_bytes,
+                 check_values):
+    k = check_k(k)
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        raise ValueError(f"q: expected a [M, H, D] tensor, got "
+                         + (f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__))
+    keys = (kv[0] if isinstance(kv, (tuple, list)) else kv).shape[0]
+    rows = q.shape[0]
+    idx = top_k_output(out, rows, k, q.device)
+    val = _values_output(values_out, rows, k, q.device) if return_values else None
+    step, blocks = _blocks(rows, keys, max_scratch_bytes)
+    scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
+    ws = workspace(step, q.device) if _on_device(q.device) else None
+    for i0, i1 in blocks:
+        logits = logits_fn(q[i0:i1], kv, weights[i0:i1], ks[i0:i1], ke[i0:i1], False, out=scratch[:i1 - i0],
+                           check_values=check_values)
+        _select(logits, k, WINDOW_RAGGED, idx[i0:i1], None if val is None else val[i0:i1], ws,
+                lo=ks[i0:i1], hi=ke[i0:i1])
+    return _answer(idx, val, return_values)
+
+
+def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *, return_values=False, out=None,
+                 values_out=None, max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
+    """The k best keys of each prefill row over ragged K: fp8_mqa_logits's arguments, then k.
+    Returns int32 [M, k] indices relative to the row's window start (-1 past its keys), or
+    (indices, scores) with return_values. Peak scratch: max_scratch_bytes (module docstring)."""
+    from ._prefill import fp8_mqa_logits
+    return _ragged_topk(fp8_mqa_logits, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
+                        out, values_out, max_scratch_bytes, check_values)
+
+
+def bf16_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *, return_values=False, out=None,
+                  values_out=None, max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
+    """fp8_mqa_topk for bf16 q and K (bf16_mqa_logits's arguments)."""
+    from ._prefill import bf16_mqa_logits
+    return _ragged_topk(bf16_mqa_logits, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
+                        out, values_out, max_scratch_bytes, check_values)
+
+
+def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, k,
+                  return_values, out, values_out, scale_layout, max_scratch_bytes, check_values):
+    k = check_k(k)
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        raise ValueError(f"q: expected a [M, H, D] tensor, got "
+                         + (f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__))
+    rows = q.shape[0]
+    idx = top_k_output(out, rows, k, q.device)
+    val = _values_output(values_out, rows, k, q.device) if return_values else None
+    step, blocks = _blocks(rows, max_context_len, max_scratch_bytes)
+    scratch = torch.empty((step, max_context_len), dtype=torch.float32, device=q.device)
+    ws = workspace(step, q.device) if _on_device(q.device) else None
+    for i0, i1 in blocks:
+        logits = logits_fn(q[i0:i1], kv_cache, weights[i0:i1], row_request[i0:i1], row_limit[i0:i1], block_table,
+                           max_context_len, False, out=scratch[:i1 - i0], scale_layout=scale_layout,
+                           check_values=check_values)
+        _select(logits, k, WINDOW_LIMIT, idx[i0:i1], None if val is None else val[i0:i1], ws,
+                lens=row_limit[i0:i1])
+    return _answer(idx, val, return_values)
+
+
+def fp8_paged_mqa_topk_chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, k=2048,
+                               *, return_values=False, out=None, values_out=None, scale_layout="page_blocked",
+                               max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
+    """The k best keys of each chunked-prefill row over the paged cache: fp8_paged_mqa_logits_chunked's
+    arguments, then k. Returns int32 [M, k] key positions (-1 past the row's limit)."""
+    from ._chunked import fp8_paged_mqa_logits_chunked
+    return _chunked_topk(fp8_paged_mqa_logits_chunked, q, kv_cache, weights, row_request, row_limit, block_table,
+                         max_context_len, k, return_values, out, values_out, scale_layout, max_scratch_bytes,
+                         check_values)
+
+
+def bf16_paged_mqa_topk_chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len,
+                                k=2048, *, return_values=False, out=None, values_out=None, scale_layout="none",
+                                max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
+    """fp8_paged_mqa_topk_chunked for a bf16 cache."""
+    from ._chunked import bf16_paged_mqa_logits_chunked
+    return _chunked_topk(bf16_paged_mqa_logits_chunked, q, kv_cache, weights, row_request, row_limit, block_table,
+                         max_context_len, k, return_values, out, values_out, scale_layout, max_scratch_bytes,
+                         check_values)

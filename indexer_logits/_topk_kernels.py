@@ -1,0 +1,316 @@
+"""The exact top-k of each row of a logits block, on the device: an adaptive radix selection in four
+kernels with grids fixed by shapes, no host read, no data-dependent launch.
+
+1. range: each row's largest score M and smallest finite score m (atomic max of order-preserving
+   int32 keys). Every later kernel maps a score x to y = (x - m) * BINS / (M - m), clamped to
+   [0, BINS), computed the same way everywhere, so y never decreases as x grows; y's first two
+   base-BINS digits (d1, d2) bin the row.
+2. round 1 counts d1 into a BINS-bin histogram per row (tl.histogram per block, atomics across
+   programs). The bin t1 holding the k-th largest score, and how many scores lie above it, are
+   read off it by every later program that needs them.
+3. round 2 counts d2 of the scores in bin t1 (a few percent of the row: one atomic each).
+4. compaction: every score above (t1, t2) is in the answer (fewer than k), and goes to an
+   atomically claimed output slot; scores in (t1, t2) are candidates (at most CAP kept). The
+   row's last program (a per-row counter, acq_rel atomics) sorts the candidates by (score descending, index ascending) and takes what
+   is missing. More than CAP candidates (scores the two rounds cannot tell apart: ties, or a
+   range stretched by an outlier) take the overflow path in that same program: an exact radix
+   over the candidates' 32-bit keys, 8 bits a scan, then ties at the k-th score in index order.
+
+Why these digits (measured on the H200, docs/PERF.md "Top-k"): tl.histogram costs about
+log2(BINS) * BINS / 32 operations per key (a ballot per bit, then each lane tests the bins it
+owns), so 2048 bins over the keys' raw bits cost ~60 us at 64 x 32K where 128 bins cost a few;
+and raw float bits put a row's scores in a handful of bins (an octave is 2**(bits - 9) of them),
+which per-key global atomics then serialise on. Bins over the row's own range spread them out.
+
+Output per row: `k` int32 indices (relative to the row's window start), in no particular order,
+then -1 where the window holds fewer than k keys; optionally the scores beside them (-inf pad).
+Ties at the k-th score go to the smallest indices, so the selected set is exact and deterministic.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+BINS = 64        # histogram bins per round (a power of two)
+CAP = 256        # candidates (scores in the final bin) sorted per row
+# Per-row workspace, int32, zero before the first kernel and left zero by the last: 16 words of
+# state (7 the compaction programs done; 8, 9 the output and candidate slots claimed; 10 the
+# largest key, 11 the complement of the smallest finite key, both as unsigned keys so that zero
+# is the identity of the atomic max), then round 1's and round 2's histograms.
+STATE = 16
+
+# Window modes: how a row's valid keys [lo, hi) are found.
+WINDOW_RAGGED = 0    # lo = ks[row], hi = ke[row] (prefill over ragged K)
+WINDOW_CAUSAL = 1    # lo = 0, hi = lens[row // next_n] - next_n + row % next_n + 1 (1-D decode lengths)
+WINDOW_LIMIT = 2     # lo = 0, hi = lens[row] (2-D decode lengths; chunked prefill's row limit)
+
+
+@triton.jit
+def _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW: tl.constexpr):
+    if WINDOW == 0:
+        lo = tl.load(lo_ptr + row)
+        hi = tl.load(hi_ptr + row)
+    elif WINDOW == 1:
+        hi = tl.load(len_ptr + row // next_n) - next_n + row % next_n + 1
+        lo = hi * 0
+    else:
+        hi = tl.load(len_ptr + row)
+        lo = hi * 0
+    # never a key outside the logits block, whatever the lengths say
+    lo = tl.minimum(tl.maximum(lo, 0), width)
+    hi = tl.maximum(tl.minimum(hi, width), lo)
+    return lo, hi
+
+
+@triton.jit
+def _key(x):
+    """float32 -> int32 in the same order (NaN aside)."""
+    s = x.to(tl.int32, bitcast=True)
+    return tl.where(s < 0, s ^ 0x7FFFFFFF, s)
+
+
+@triton.jit
+def _score(key):
+    """The inverse of _key."""
+    return tl.where(key < 0, key ^ 0x7FFFFFFF, key).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _range(st, BINS_: tl.constexpr):
+    """(m, BINS / (M - m)) of the row; a scale of 0 (every score in bin 0, hence the exact
+    overflow path) where the range is empty, a single value, or not finite."""
+    kmax = (tl.load(st + 10).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
+    kmin = ((~tl.load(st + 11)).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
+    lo_score = _score(kmin)
+    span = _score(kmax) - lo_score
+    ok = (span > 0) & (span < float("inf"))
+    scale = tl.where(ok, BINS_ / tl.where(ok, span, 1.0), 0.0)
+    return tl.where(ok, lo_score, 0.0), scale
+
+
+@triton.jit
+def _digits(x, m, scale, BINS_: tl.constexpr):
+    """(d1, d2): the first two base-BINS digits of y = (x - m) * scale clamped to [0, BINS)."""
+    y = tl.minimum(tl.maximum((x - m) * scale, 0.0), BINS_ * (1.0 - 2.0 ** -24))
+    y = tl.where(y == y, y, 0.0)  # NaN scores (none in practice) count as the lowest
+    d1 = y.to(tl.int32)  # y >= 0: truncation is floor
+    f = (y - d1.to(tl.float32)) * BINS_  # exact: the fraction of y, shifted by a power of two
+    d2 = tl.minimum(f.to(tl.int32), BINS_ - 1)
+    return d1, d2
+
+
+@triton.jit
+def _threshold(counts, need, NB: tl.constexpr):
+    """(bin, scores above it): the highest bin whose suffix count reaches `need`."""
+    bins = tl.arange(0, NB)
+    suffix = tl.cumsum(counts, 0, reverse=True)
+    t = tl.max(tl.where(suffix >= need, bins, -1), 0)
+    above = tl.sum(tl.where(bins > t, counts, 0), 0)
+    return t, above
+
+
+@triton.jit
+def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, chunk_len,
+                      WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr):
+    """Kernel 1: the row's largest key and smallest finite key (module docstring)."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    st = ws_ptr + row * (16 + 2 * BINS_)
+    base = logits_ptr + row.to(tl.int64) * stride_row
+    start = tl.maximum(chunk * chunk_len, lo)
+    end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    offs = tl.arange(0, BLOCK)
+    kmax = tl.full([BLOCK], -2147483647 - 1, tl.int32)
+    kmin = tl.full([BLOCK], 2147483647, tl.int32)
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        x = tl.load(base + t, mask=m, other=float("-inf"))
+        key = _key(x)
+        kmax = tl.maximum(kmax, tl.where(m, key, kmax))
+        kmin = tl.minimum(kmin, tl.where(m & (x > float("-inf")), key, kmin))
+    if end > start:
+        ukmax = (tl.max(kmax, 0) ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
+        not_ukmin = (~(tl.min(kmin, 0) ^ (-2147483647 - 1))).to(tl.uint32, bitcast=True)
+        ust = st.to(tl.pointer_type(tl.uint32))
+        tl.atomic_max(ust + 10, ukmax, sem="relaxed")
+        tl.atomic_max(ust + 11, not_ukmin, sem="relaxed")
+
+
+@triton.jit
+def _thresholds(st, k, total, BINS_: tl.constexpr):
+    """(t1, t2, scores above (t1, t2)) of the row, from its two histograms: every program that
+    needs them computes them (BINS_ counts from L2) rather than one program per row storing them,
+    which would put a serial step after each round."""
+    bins = tl.arange(0, BINS_)
+    t1, above1 = _threshold(tl.load(st + 16 + bins), k, BINS_)
+    if total <= k:  # the whole window is the answer
+        t1 = -1
+        above1 = total
+    t2, above2 = _threshold(tl.load(st + 16 + BINS_ + bins), k - above1, BINS_)
+    return t1, t2, above1 + above2
+
+
+@triton.jit
+def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, chunk_len,
+                     ROUND: tl.constexpr, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr):
+    """Kernels 2 and 3: count d1 of every score (round 1: tl.histogram, then one atomic per bin),
+    or d2 of the scores in bin t1 (round 2: a few percent of them, one atomic each)."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    st = ws_ptr + row * (16 + 2 * BINS_)
+    base = logits_ptr + row.to(tl.int64) * stride_row
+    start = tl.maximum(chunk * chunk_len, lo)
+    end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    if end > start:
+        m_lo, scale = _range(st, BINS_)
+        offs = tl.arange(0, BLOCK)
+        if ROUND == 1:
+            counts = tl.zeros([BINS_], tl.int32)
+            for b0 in range(start, end, BLOCK):
+                t = b0 + offs
+                m = t < end
+                d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+                counts += tl.histogram(d1, BINS_, mask=m)
+            tl.atomic_add(st + 16 + tl.arange(0, BINS_), counts, mask=counts != 0, sem="relaxed")
+        else:
+            t1, above1 = _threshold(tl.load(st + 16 + tl.arange(0, BINS_)), k, BINS_)
+            if hi - lo > k:
+                for b0 in range(start, end, BLOCK):
+                    t = b0 + offs
+                    m = t < end
+                    d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+                    tl.atomic_add(st + 16 + BINS_ + d2, 1, mask=m & (d1 == t1), sem="relaxed")
+
+
+@triton.jit
+def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
+                        ws_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
+                        WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr,
+                        CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr,
+                        SCAN_SLOTS: tl.constexpr):
+    """Kernel 4: scores above (t1, t2) to the output, scores in it to the candidates; the row's
+    last program finishes the row (module docstring) and zeroes its state."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    st = ws_ptr + row * (16 + 2 * BINS_)
+    base = logits_ptr + row.to(tl.int64) * stride_row
+    out_idx = idx_ptr + row.to(tl.int64) * stride_idx
+    out_val = val_ptr + row.to(tl.int64) * stride_val
+    cands = cand_ptr + row.to(tl.int64) * CAP_
+    m_lo, scale = _range(st, BINS_)
+    t1, t2, above = _thresholds(st, k, hi - lo, BINS_)
+    start = tl.maximum(chunk * chunk_len, lo)
+    end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    offs = tl.arange(0, BLOCK)
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        x = tl.load(base + t, mask=m, other=0.0)
+        d1, d2 = _digits(x, m_lo, scale, BINS_)
+        take = m & ((d1 > t1) | ((d1 == t1) & (d2 > t2)))
+        tie = m & (d1 == t1) & (d2 == t2)
+        if SCAN_SLOTS:  # one atomic per block, slots by a prefix sum over the block
+            n_take = tl.sum(take.to(tl.int32), 0)
+            if n_take > 0:
+                slot = tl.atomic_add(st + 8, n_take, sem="relaxed") + tl.cumsum(take.to(tl.int32), 0) - 1
+                tl.store(out_idx + slot, t - lo, mask=take)
+                if WRITE_VALUES:
+                    tl.store(out_val + slot, x, mask=take)
+            n_tie = tl.sum(tie.to(tl.int32), 0)
+            if n_tie > 0:
+                slot = tl.atomic_add(st + 9, n_tie, sem="relaxed") + tl.cumsum(tie.to(tl.int32), 0) - 1
+                packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
+                tl.store(cands + slot, packed, mask=tie & (slot < CAP_))
+        else:  # one atomic per selected score: no block-wide scan for the few that are
+            slot = tl.atomic_add(st + 8 + tl.zeros_like(t), 1, mask=take, sem="relaxed")
+            tl.store(out_idx + slot, t - lo, mask=take)
+            if WRITE_VALUES:
+                tl.store(out_val + slot, x, mask=take)
+            slot = tl.atomic_add(st + 9 + tl.zeros_like(t), 1, mask=tie, sem="relaxed")
+            packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
+            tl.store(cands + slot, packed, mask=tie & (slot < CAP_))
+    done = tl.atomic_add(st + 7, 1)
+    if done == tl.num_programs(1) - 1:
+        _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
+                BLOCK, KP, CAP_, WRITE_VALUES, BINS_)
+        # every program of the row is done with its state and histograms: zero them for the next use
+        tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
+        tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+
+
+@triton.jit
+def _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
+            BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
+            BINS_: tl.constexpr):
+    n_tie = tl.load(st + 9, cache_modifier=".cg")
+    written = tl.minimum(hi - lo, k)
+    need = written - above  # candidates still to take
+    if need > 0:
+        if n_tie <= CAP_:
+            r = tl.arange(0, CAP_)
+            packed = tl.load(cands + r, mask=r < n_tie, other=-9223372036854775807 - 1, cache_modifier=".cg")
+            packed = tl.sort(packed, descending=True)
+            t = 0x7FFFFFFF - (packed & 0x7FFFFFFF).to(tl.int32)
+            keep = r < need
+            tl.store(out_idx + above + r, t - lo, mask=keep)
+            if WRITE_VALUES:
+                tl.store(out_val + above + r, _score((packed >> 32).to(tl.int32)), mask=keep)
+        else:
+            _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, BLOCK, WRITE_VALUES,
+                      BINS_)
+    r = tl.arange(0, KP)
+    pad = (r >= written) & (r < k)
+    tl.store(out_idx + r, tl.full([KP], -1, tl.int32), mask=pad)
+    if WRITE_VALUES:
+        tl.store(out_val + r, tl.full([KP], float("-inf"), tl.float32), mask=pad)
+
+
+@triton.jit
+def _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, BLOCK: tl.constexpr,
+              WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr):
+    """More candidates than the buffer holds: find the k-th candidate's 32-bit key exactly, 8 bits
+    a scan of the row (keys with the sign bit flipped: unsigned order), then take the candidates
+    above it and the first of those equal to it, in index order."""
+    offs = tl.arange(0, BLOCK)
+    prefix = 0
+    left = need
+    for r in tl.static_range(4):
+        counts = tl.zeros([256], tl.int32)
+        for b0 in range(lo, hi, BLOCK):
+            t = b0 + offs
+            x = tl.load(base + t, mask=t < hi, other=0.0, cache_modifier=".cg")
+            d1, d2 = _digits(x, m_lo, scale, BINS_)
+            ukey = _key(x) ^ (-2147483647 - 1)
+            sel = (t < hi) & (d1 == t1) & (d2 == t2)
+            if r > 0:
+                sel = sel & (((ukey >> (32 - 8 * r)) & ((1 << (8 * r)) - 1)) == prefix)
+            counts += tl.histogram((ukey >> (24 - 8 * r)) & 0xFF, 256, mask=sel)
+        digit, above_r = _threshold(counts, left, 256)
+        prefix = (prefix << 8) | digit
+        left = left - above_r
+    kth = prefix ^ (-2147483647 - 1)  # the k-th candidate's key, signed again
+    n_hi = 0
+    n_at = 0
+    for b0 in range(lo, hi, BLOCK):
+        t = b0 + offs
+        x = tl.load(base + t, mask=t < hi, other=0.0, cache_modifier=".cg")
+        d1, d2 = _digits(x, m_lo, scale, BINS_)
+        key = _key(x)
+        sel = (t < hi) & (d1 == t1) & (d2 == t2)
+        hi_m = sel & (key > kth)
+        at_m = sel & (key == kth)
+        at_rank = n_at + tl.cumsum(at_m.to(tl.int32), 0) - 1
+        at_m = at_m & (at_rank < left)
+        slot_hi = above + n_hi + tl.cumsum(hi_m.to(tl.int32), 0) - 1
+        slot = tl.where(hi_m, slot_hi, above + (need - left) + at_rank)
+        keep = hi_m | at_m
+        tl.store(out_idx + slot, t - lo, mask=keep)
+        if WRITE_VALUES:
+            tl.store(out_val + slot, x, mask=keep)
+        n_hi += tl.sum(hi_m.to(tl.int32), 0)
+        n_at += tl.sum(at_m.to(tl.int32), 0)

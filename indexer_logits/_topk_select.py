@@ -1,0 +1,101 @@
+"""Launching the top-k selection (indexer_logits._topk_kernels) over a block of logits rows, and
+its torch reference. Grids and chunking depend on shapes and the SM count only."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._api import get_num_sms
+
+WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
+# Launch settings: the best of bench.topk --sweep on the H200 (selection alone, 4 decode shapes;
+# docs/PERF.md "Top-k").
+BLOCK = 1024          # keys a program reads per step
+NUM_WARPS = 4
+PROGRAMS_PER_SM = 8   # chunks per row are sized to fill the GPU about this many times over
+SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block prefix sum (True)
+MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in registers
+
+
+def workspace(rows: int, device) -> torch.Tensor:
+    """The zeroed per-row state and histogram; the kernels leave it zero again, so one workspace
+    serves every row block of a call (in stream order)."""
+    from . import _topk_kernels as kernels
+    return torch.zeros((rows, kernels.STATE + 2 * kernels.BINS), dtype=torch.int32, device=device)
+
+
+def chunk_size(rows: int, width: int) -> int:
+    """Keys per program: enough programs per row to fill the GPU, at least one BLOCK each."""
+    blocks = max(1, -(-width // BLOCK))
+    per_row = max(1, min(blocks, -(-PROGRAMS_PER_SM * get_num_sms() // max(rows, 1))))
+    return BLOCK * -(-blocks // per_row)
+
+
+def check_k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValueError(f"k: expected an int in [1, {MAX_K}], got {k!r}")
+    return k
+
+
+def top_k_output(out, rows: int, k: int, device, what: str = "out") -> torch.Tensor:
+    """The caller's int32 [rows, k] index buffer (checked) or a new one."""
+    if out is None:
+        return torch.empty((rows, k), dtype=torch.int32, device=device)
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"{what}: expected a torch.Tensor or None, got {type(out).__name__}")
+    if out.dtype != torch.int32 or out.dim() != 2 or tuple(out.shape) != (rows, k):
+        raise ValueError(f"{what}: expected int32 [{rows}, {k}], got {out.dtype} {list(out.shape)}")
+    if k > 1 and out.stride(1) != 1 or rows > 1 and out.stride(0) < k:
+        raise ValueError(f"{what}: expected contiguous, non-overlapping rows, got strides {list(out.stride())}")
+    if out.device != torch.device(device):
+        raise ValueError(f"{what}: expected device {device}, got {out.device}")
+    return out
+
+
+def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
+                ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1) -> None:
+    """Write each row's top-k key indices (relative to its window start) into `indices`, and the
+    scores into `values` when given. logits [R, W] float32 with unit column stride."""
+    import triton
+    from ._topk_kernels import BINS, CAP, topk_compact_kernel, topk_hist_kernel, topk_range_kernel
+
+    rows, width = logits.shape
+    if rows == 0:
+        return
+    chunk = chunk_size(rows, width)
+    grid = (rows, max(1, -(-width // chunk)))
+    dummy = indices
+    lo = dummy if lo is None else lo
+    hi = dummy if hi is None else hi
+    lens = dummy if lens is None else lens
+    cands = torch.empty((rows, CAP), dtype=torch.int64, device=logits.device)
+    window_args = (logits, logits.stride(0), lo, hi, lens, next_n, width)
+    topk_range_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, num_warps=NUM_WARPS)
+    for round_ in (1, 2):
+        topk_hist_kernel[grid](*window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK, BINS_=BINS,
+                               num_warps=NUM_WARPS)
+    val = indices if values is None else values
+    topk_compact_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
+                              WINDOW=window, BLOCK=BLOCK, KP=triton.next_power_of_2(k), CAP_=CAP,
+                              WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS,
+                              num_warps=NUM_WARPS)
+
+
+def topk_reference(logits: torch.Tensor, k: int, lo: torch.Tensor, hi: torch.Tensor):
+    """(indices, values) per row by torch: the window's k largest, ties to the smallest index,
+    indices relative to the window start, -1 / -inf past the window's keys; sorted by score.
+    Reads the windows on the host."""
+    rows = logits.shape[0]
+    idx = torch.full((rows, k), -1, dtype=torch.int32, device=logits.device)
+    val = torch.full((rows, k), float("-inf"), dtype=torch.float32, device=logits.device)
+    for r, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        a, b = max(a, 0), min(b, logits.shape[1])
+        if b <= a:
+            continue
+        v, i = torch.sort(logits[r, a:b].float(), descending=True, stable=True)
+        n = min(k, b - a)
+        idx[r, :n] = i[:n].to(torch.int32)
+        val[r, :n] = v[:n]
+    return idx, val

@@ -1,0 +1,219 @@
+"""The device top-k (indexer_logits._topk_kernels) against torch: exact sets, the tie rule, short
+and empty windows, the overflow path, the workspace left zero, and every entry point end to end.
+
+CPU: the selection kernels run under the interpreter (conftest); each test asserts that they, not
+the torch fallback, served the call."""
+
+import pytest
+import torch
+
+import indexer_logits as K
+from indexer_logits import _topk, _topk_kernels, _topk_select as S
+from conftest import INTERPRET
+from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
+from tuner.space import Problem
+
+needs_interpreter = pytest.mark.skipif(not INTERPRET, reason="runs the kernels on CPU tensors under the interpreter")
+
+
+@pytest.fixture(autouse=True)
+def _clean_runtime(clean_runtime):
+    yield
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """How many times the selection kernels ran (the wrapped launcher)."""
+    count = {"n": 0}
+    real = _topk.select_rows
+
+    def counted(*a, **kw):
+        count["n"] += 1
+        return real(*a, **kw)
+
+    monkeypatch.setattr(_topk, "select_rows", counted)
+    return count
+
+
+def _select(logits, k, lo, hi, values=True):
+    rows = logits.shape[0]
+    ws = S.workspace(rows, logits.device)
+    idx = torch.full((rows, k), 7, dtype=torch.int32)
+    val = torch.full((rows, k), 7.0) if values else None
+    S.select_rows(logits, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi)
+    assert int(ws.abs().sum()) == 0, "the kernels must leave the workspace zero for the next block"
+    return idx, val
+
+
+def assert_same_topk(idx, val, logits, k, lo, hi):
+    """Index sets equal torch's under the tie rule (smallest index wins), scores match them,
+    -1 / -inf exactly past the window's keys."""
+    ref_idx, ref_val = S.topk_reference(logits, k, lo, hi)
+    for r in range(logits.shape[0]):
+        n = max(0, min(int(hi[r]), logits.shape[1]) - max(int(lo[r]), 0))
+        got = idx[r].tolist()
+        assert sorted(got) == sorted(ref_idx[r].tolist()), f"row {r}: index sets differ"
+        assert got.count(-1) == max(0, k - n), f"row {r}: {got.count(-1)} pads for {n} keys"
+        if val is not None:
+            for i, v in zip(got, val[r].tolist()):
+                want = float("-inf") if i < 0 else float(logits[r, int(lo[r]) + i])
+                assert v == want, f"row {r}: score {v} beside index {i}, expected {want}"
+
+
+def _windows(rows, width, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randint(0, width + 1, (rows,), generator=g)
+    b = torch.randint(0, width + 1, (rows,), generator=g)
+    lo, hi = torch.minimum(a, b), torch.maximum(a, b)
+    lo[0], hi[0] = 0, width            # the full row
+    lo[1], hi[1] = 5, 5                # empty
+    return lo.to(torch.int32), hi.to(torch.int32)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("kind", ["randn", "small_ints", "all_equal", "negative", "with_inf", "tiny", "outlier",
+                                  "inf_nan_free_extremes"])
+def test_selection_exact(kind):
+    rows, width, k = 6, 9000, 256
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(rows, width, generator=g)
+    if kind == "small_ints":
+        x = torch.randint(0, 7, (rows, width), generator=g).float()   # ties at the k-th value
+    elif kind == "all_equal":
+        x = torch.zeros(rows, width)                                   # every key ties: overflow path
+    elif kind == "negative":
+        x = -x.abs() - 1.0
+    elif kind == "with_inf":
+        x[:, ::3] = float("-inf")
+    elif kind == "tiny":
+        x = x * 1e-38                                                  # subnormals and zeros
+    elif kind == "outlier":
+        x[:, 7] = 1e30                                                 # one score stretches the range
+    elif kind == "inf_nan_free_extremes":
+        x[:, 0], x[:, 1] = float("inf"), -3e38                         # an infinite range: exact overflow path
+    lo, hi = _windows(rows, width)
+    idx, val = _select(x, k, lo, hi)
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+def test_selection_overflow_and_candidates():
+    """More near-equal keys than the candidate buffer at the threshold (overflow path), and just
+    under it (sorted candidates), give the same exact answer."""
+    rows, width, k = 2, 6000, 300
+    x = torch.randn(rows, width)
+    x[0, :] = 1.0
+    x[0, 100:350] = 2.0                          # 250 above the threshold; 5750 ties at 1.0
+    base = torch.tensor(1.0).view(torch.int32)
+    ties = _topk_kernels.CAP - 10               # near-equal scores, one bin: sorted candidates
+    x[1, :] = -5.0
+    x[1, 0] = 3.0
+    x[1, 1000:1000 + ties] = (base + torch.arange(ties, dtype=torch.int32) % 3).view(torch.float32)
+    lo = torch.tensor([0, 0], dtype=torch.int32)
+    hi = torch.tensor([width, width], dtype=torch.int32)
+    idx, val = _select(x, k, lo, hi)
+    assert_same_topk(idx, val, x, k, lo, hi)
+    assert sorted(i for i in idx[0].tolist() if x[0, i] == 1.0) == list(range(50)), "ties go to the smallest index"
+
+
+@needs_interpreter
+@pytest.mark.parametrize("scan_slots", [False, True])
+def test_selection_slot_claims(scan_slots, monkeypatch):
+    """Both ways of claiming output slots (per-score atomics, per-block prefix sums) are exact."""
+    monkeypatch.setattr(S, "SCAN_SLOTS", scan_slots)
+    x = torch.randint(0, 50, (3, 7000)).float()
+    lo, hi = _windows(3, 7000, seed=9)
+    idx, val = _select(x, 700, lo, hi)
+    assert_same_topk(idx, val, x, 700, lo, hi)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("k", [1, 512, 1000, 2048])
+def test_selection_k_values(k):
+    x = torch.randn(3, 5000)
+    lo = torch.tensor([0, 10, 0], dtype=torch.int32)
+    hi = torch.tensor([5000, 4000, 700], dtype=torch.int32)
+    idx, _ = _select(x, k, lo, hi, values=False)
+    assert_same_topk(idx, None, x, k, lo, hi)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="^k: "):
+        S.check_k(0)
+    with pytest.raises(ValueError, match="^k: "):
+        S.check_k(2.0)
+    with pytest.raises(ValueError, match="^out: expected int32"):
+        S.top_k_output(torch.empty(2, 3), 2, 3, "cpu")
+    with pytest.raises(ValueError, match="^max_scratch_bytes"):
+        _topk.scratch_rows(4, 10, max_scratch_bytes=0)
+
+
+def test_scratch_rows_bound_memory():
+    # 4096 x 64K: the full logits are 1 GiB; the scratch is a 32nd of them
+    assert _topk.scratch_rows(4096, 65536) * 65536 * 4 == (1 << 30) // 32
+    assert _topk.scratch_rows(16, 512) == 16                       # small prefills: one block
+    assert _topk.scratch_rows(100, 1000, max_scratch_bytes=4000 * 3) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points, end to end (logits by whatever serves them on CPU, then the device selection).
+
+def _row_windows_decode(lens, next_n, rows):
+    r = torch.arange(rows)
+    if lens.dim() == 2:
+        return torch.zeros(rows, dtype=torch.int32), lens.reshape(-1).to(torch.int32)
+    hi = lens.long()[r // next_n] - next_n + r % next_n + 1
+    return torch.zeros(rows, dtype=torch.int32), hi.to(torch.int32)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("dtype,next_n,lens_2d", [("fp8", 1, False), ("fp8", 2, False), ("fp8", 2, True),
+                                                  ("bf16", 1, False)])
+def test_paged_topk(dtype, next_n, lens_2d, launches):
+    layout = "page_blocked" if dtype == "fp8" else "none"
+    problem = Problem(q_dtype=dtype, cache_dtype=dtype, scale_layout=layout, next_n=next_n,
+                      lens_mode="2d" if lens_2d else "1d")
+    inp = make_decode_inputs(problem, 3, 1024, seed=2)
+    fn = K.fp8_paged_mqa_topk if dtype == "fp8" else K.bf16_paged_mqa_topk
+    logits_fn = K.fp8_paged_mqa_logits if dtype == "fp8" else K.bf16_paged_mqa_logits
+    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, inp.max_context_len)
+    idx, val = fn(*args, 300, return_values=True, scale_layout=layout)
+    assert launches["n"] == 1, "the selection kernels must serve the call"
+    logits = logits_fn(*args, True, scale_layout=layout)
+    lo, hi = _row_windows_decode(inp.context_lens, next_n, logits.shape[0])
+    assert_same_topk(idx, val, logits, 300, lo, hi)
+
+
+@needs_interpreter
+def test_ragged_topk_blocks(launches):
+    """Blocks of rows through one scratch buffer give the answer of one block."""
+    problem = Problem(family="prefill_ragged", page_size=0)
+    inp = make_prefill_inputs(problem, 20, 1500, windows="random", seed=4)
+    idx = K.fp8_mqa_topk(*inp.args(), 128, max_scratch_bytes=7 * 1500 * 4)
+    assert launches["n"] == 3                          # 20 rows in blocks of 7
+    logits = K.fp8_mqa_logits(*inp.args())
+    assert_same_topk(idx, None, logits, 128, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
+    bf = make_prefill_inputs(Problem(family="prefill_ragged", q_dtype="bf16", cache_dtype="bf16", page_size=0,
+                                     scale_layout="none"), 5, 700, seed=5)
+    idx, val = K.bf16_mqa_topk(*bf.args(), 64, return_values=True)
+    assert_same_topk(idx, val, K.bf16_mqa_logits(*bf.args()), 64, bf.cu_seqlen_ks, bf.cu_seqlen_ke)
+
+
+@needs_interpreter
+def test_chunked_topk(launches):
+    problem = Problem(family="prefill_paged")
+    inp = make_prefill_paged_inputs(problem, 12, 1024, num_requests=2, seed=6)
+    args = (inp.q, inp.kv_cache, inp.weights, inp.row_request, inp.row_limit, inp.block_table, inp.max_context_len)
+    idx = K.fp8_paged_mqa_topk_chunked(*args, 200, max_scratch_bytes=5 * 1024 * 4)
+    assert launches["n"] == 3
+    logits = K.fp8_paged_mqa_logits_chunked(*args)
+    assert_same_topk(idx, None, logits, 200, torch.zeros_like(inp.row_limit), inp.row_limit)
+
+
+def test_reference_backend_serves_torch(monkeypatch, launches):
+    monkeypatch.setenv("INDEXER_LOGITS_BACKEND", "reference")
+    problem = Problem(family="prefill_ragged", page_size=0)
+    inp = make_prefill_inputs(problem, 4, 300, seed=7)
+    idx = K.fp8_mqa_topk(*inp.args(), 50)
+    assert launches["n"] == 0
+    assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 50, inp.cu_seqlen_ks, inp.cu_seqlen_ke)

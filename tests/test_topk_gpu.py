@@ -1,0 +1,108 @@
+"""The device top-k on the GPU: exact against a stable sort of the same logits at the issue's
+shapes, CUDA-graph replay with other lengths, no host synchronisation, and the prefill's memory
+bound at 2048 x 1M."""
+
+import pytest
+import torch
+
+import indexer_logits as K
+from bench.topk import mismatched_rows, sampled_mismatches
+from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
+from tuner.space import Problem
+
+pytestmark = pytest.mark.gpu
+
+
+def _decode(batch, ctx, next_n=1, lens_2d=False, dtype="fp8", lens="full", seed=0):
+    layout = "page_blocked" if dtype == "fp8" else "none"
+    problem = Problem(q_dtype=dtype, cache_dtype=dtype, scale_layout=layout, next_n=next_n,
+                      lens_mode="2d" if lens_2d else "1d")
+    inp = make_decode_inputs(problem, batch, ctx, lens=lens, device="cuda", seed=seed, max_pool_bytes=2 << 30)
+    return inp, (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx), layout
+
+
+def _decode_windows(context_lens, next_n, rows):
+    r = torch.arange(rows, device="cuda")
+    if context_lens.dim() == 2:
+        hi = context_lens.reshape(-1).int()
+    else:
+        hi = (context_lens.long()[r // next_n] - next_n + r % next_n + 1).int()
+    return torch.zeros_like(hi), hi.clamp(min=0)
+
+
+@pytest.mark.parametrize("batch,ctx,next_n,lens_2d,dtype,lens", [
+    (64, 32768, 1, False, "fp8", "full"), (1, 1048576, 1, False, "fp8", "full"),
+    (128, 8192, 1, False, "fp8", "random"), (32, 8192, 2, True, "fp8", "random"),
+    (16, 16384, 2, False, "fp8", "random"), (8, 8192, 1, False, "bf16", "random")])
+def test_decode_topk_exact(batch, ctx, next_n, lens_2d, dtype, lens):
+    inp, args, layout = _decode(batch, ctx, next_n, lens_2d, dtype, lens)
+    logits_fn = K.fp8_paged_mqa_logits if dtype == "fp8" else K.bf16_paged_mqa_logits
+    topk_fn = K.fp8_paged_mqa_topk if dtype == "fp8" else K.bf16_paged_mqa_topk
+    logits = logits_fn(*args, False, scale_layout=layout)
+    idx, val = topk_fn(*args, 2048, return_values=True, scale_layout=layout)
+    lo, hi = _decode_windows(inp.context_lens, next_n, logits.shape[0])
+    assert mismatched_rows(idx, logits, lo, hi, 2048) == 0
+    safe = idx.clamp(min=0).long()
+    want = torch.where(idx >= 0, logits.gather(1, safe), torch.full_like(val, float("-inf")))
+    assert torch.equal(val, want)
+
+
+def test_decode_topk_graph_replay_no_sync():
+    inp, args, _ = _decode(32, 16384, lens="random", seed=1)
+    out = torch.empty(32, 2048, dtype=torch.int32, device="cuda")
+    K.fp8_paged_mqa_topk(*args, 2048, out=out)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        K.fp8_paged_mqa_topk(*args, 2048, out=out)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        K.fp8_paged_mqa_topk(*args, 2048, out=out)
+    for lens in (torch.full_like(inp.context_lens, 1), torch.full_like(inp.context_lens, 16384),
+                 torch.randint(1, 16385, inp.context_lens.shape, device="cuda", dtype=torch.int32)):
+        inp.context_lens.copy_(lens)
+        g.replay()
+        torch.cuda.synchronize()
+        logits = K.fp8_paged_mqa_logits(*args, False)
+        lo, hi = _decode_windows(inp.context_lens, 1, 32)
+        assert mismatched_rows(out, logits, lo, hi, 2048) == 0
+    prefill = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 64, 4096, device="cuda").args()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        K.fp8_paged_mqa_topk(*args, 2048, out=out)
+        K.fp8_mqa_topk(*prefill, 512)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_ragged_topk_random_windows_exact():
+    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 300, 20000, windows="random",
+                              device="cuda", seed=2)
+    idx = K.fp8_mqa_topk(*inp.args(), 1024, max_scratch_bytes=64 * 20000 * 4)  # 5 blocks of rows
+    logits = K.fp8_mqa_logits(*inp.args(), False)
+    assert mismatched_rows(idx, logits, inp.cu_seqlen_ks, inp.cu_seqlen_ke, 1024) == 0
+
+
+def test_chunked_topk_exact():
+    inp = make_prefill_paged_inputs(Problem(family="prefill_paged"), 500, 32768, device="cuda", seed=3)
+    args = (inp.q, inp.kv_cache, inp.weights, inp.row_request, inp.row_limit, inp.block_table, inp.max_context_len)
+    idx = K.fp8_paged_mqa_topk_chunked(*args, 2048, max_scratch_bytes=128 * 32768 * 4)
+    logits = K.fp8_paged_mqa_logits_chunked(*args, False)
+    assert mismatched_rows(idx, logits, torch.zeros_like(inp.row_limit), inp.row_limit, 2048) == 0
+
+
+def test_prefill_topk_memory_2048x1m():
+    rows, keys = 2048, 1 << 20
+    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device="cuda")
+    out = torch.empty(rows, 2048, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    K.fp8_mqa_topk(*inp.args(), 2048, out=out)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    assert extra <= rows * keys * 4 // 16, f"{extra / 2**20:.0f} MiB extra"
+    bad, checked = sampled_mismatches(inp, out, 2048)
+    assert checked >= 4 * 64 and bad == 0
