@@ -11,7 +11,7 @@ fixed by shapes: CUDA-graph safe.
 
 Memory: decode scores all rows at once (the [rows, max_context_len] logits are small); the
 prefill paths score a block of rows at a time into one scratch buffer of at most
-`max_scratch_bytes` (default: 1/32 of the full logits, at least SCRATCH_FLOOR), so no
+`max_scratch_bytes` (default: 1/20 of the full logits, at least SCRATCH_FLOOR), so no
 [rows, Nk] fp32 tensor exists.
 """
 
@@ -22,11 +22,14 @@ from typing import Optional
 
 import torch
 
+from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunked
+from ._decode import bf16_paged_mqa_logits, fp8_paged_mqa_logits
+from ._prefill import bf16_mqa_logits, fp8_mqa_logits
 from ._tables import interpreting
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, check_k, select_rows, top_k_output,
                            topk_reference, workspace)
 
-SCRATCH_FRACTION = 32          # default scratch: this fraction of the full [rows, Nk] logits
+SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
 NEG_INF = float("-inf")
@@ -81,6 +84,10 @@ def _answer(idx, val, return_values):
 def _paged_topk(logits_fn, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k,
                 return_values, out, values_out, scale_layout, check_values, enable_pdl):
     k = check_k(k)
+    device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
+    rows = q.shape[0] * q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else 0
+    # zeroed before the logits kernel, so that the selection's kernels follow it back to back
+    ws = workspace(rows, device) if _on_device(device) else None
     logits = logits_fn(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False,
                        scale_layout=scale_layout, check_values=check_values, enable_pdl=enable_pdl)
     rows, next_n = logits.shape[0], q.shape[1]
@@ -88,7 +95,6 @@ def _paged_topk(logits_fn, q, kv_cache, weights, context_lens, block_table, sche
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     window = WINDOW_LIMIT if context_lens.dim() == 2 else WINDOW_CAUSAL
     lens = context_lens.reshape(-1) if context_lens.dim() == 2 else context_lens
-    ws = workspace(rows, q.device) if _on_device(q.device) else None
     _select(logits, k, window, idx, val, ws, lens=lens, next_n=next_n)
     return _answer(idx, val, return_values)
 
@@ -101,7 +107,6 @@ def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedule
     the row's valid keys), or (indices, float32 scores) with return_values. `out` / `values_out`:
     buffers to write them into. Allocates the logits [B * next_n, max_context_len] and a small
     workspace per call."""
-    from ._decode import fp8_paged_mqa_logits
     return _paged_topk(fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                        max_context_len, k, return_values, out, values_out, scale_layout, check_values, enable_pdl)
 
@@ -110,7 +115,6 @@ def bf16_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedul
                         *, return_values=False, out=None, values_out=None, scale_layout="none",
                         check_values: Optional[bool] = None, enable_pdl: Optional[bool] = None):
     """fp8_paged_mqa_topk for a bf16 cache (bf16_paged_mqa_logits's arguments)."""
-    from ._decode import bf16_paged_mqa_logits
     return _paged_topk(bf16_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                        max_context_len, k, return_values, out, values_out, scale_layout, check_values, enable_pdl)
 
@@ -160,7 +164,6 @@ def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *
     """The k best keys of each prefill row over ragged K: fp8_mqa_logits's arguments, then k.
     Returns int32 [M, k] indices relative to the row's window start (-1 past its keys), or
     (indices, scores) with return_values. Peak scratch: max_scratch_bytes (module docstring)."""
-    from ._prefill import fp8_mqa_logits
     return _ragged_topk(fp8_mqa_logits, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
                         out, values_out, max_scratch_bytes, check_values)
 
@@ -168,7 +171,6 @@ def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *
 def bf16_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *, return_values=False, out=None,
                   values_out=None, max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
     """fp8_mqa_topk for bf16 q and K (bf16_mqa_logits's arguments)."""
-    from ._prefill import bf16_mqa_logits
     return _ragged_topk(bf16_mqa_logits, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
                         out, values_out, max_scratch_bytes, check_values)
 
@@ -199,7 +201,6 @@ def fp8_paged_mqa_topk_chunked(q, kv_cache, weights, row_request, row_limit, blo
                                max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
     """The k best keys of each chunked-prefill row over the paged cache: fp8_paged_mqa_logits_chunked's
     arguments, then k. Returns int32 [M, k] key positions (-1 past the row's limit)."""
-    from ._chunked import fp8_paged_mqa_logits_chunked
     return _chunked_topk(fp8_paged_mqa_logits_chunked, q, kv_cache, weights, row_request, row_limit, block_table,
                          max_context_len, k, return_values, out, values_out, scale_layout, max_scratch_bytes,
                          check_values)
@@ -209,7 +210,6 @@ def bf16_paged_mqa_topk_chunked(q, kv_cache, weights, row_request, row_limit, bl
                                 k=2048, *, return_values=False, out=None, values_out=None, scale_layout="none",
                                 max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
     """fp8_paged_mqa_topk_chunked for a bf16 cache."""
-    from ._chunked import bf16_paged_mqa_logits_chunked
     return _chunked_topk(bf16_paged_mqa_logits_chunked, q, kv_cache, weights, row_request, row_limit, block_table,
                          max_context_len, k, return_values, out, values_out, scale_layout, max_scratch_bytes,
                          check_values)

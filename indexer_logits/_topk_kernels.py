@@ -11,14 +11,14 @@ kernels with grids fixed by shapes, no host read, no data-dependent launch.
 3. round 2 counts d2 of the scores in bin t1 (a few percent of the row: one atomic each).
 4. compaction: every score above (t1, t2) is in the answer (fewer than k), and goes to an
    atomically claimed output slot; scores in (t1, t2) are candidates (at most CAP kept). The
-   row's last program (a per-row counter, acq_rel atomics) sorts the candidates by (score descending, index ascending) and takes what
-   is missing. More than CAP candidates (scores the two rounds cannot tell apart: ties, or a
+   row's last program (a per-row counter, acq_rel atomics) ranks the candidates by (score
+   descending, index ascending), pairwise, and takes what is missing. More than CAP candidates (scores the two rounds cannot tell apart: ties, or a
    range stretched by an outlier) take the overflow path in that same program: an exact radix
    over the candidates' 32-bit keys, 8 bits a scan, then ties at the k-th score in index order.
 
 Why these digits (measured on the H200, docs/PERF.md "Top-k"): tl.histogram costs about
 log2(BINS) * BINS / 32 operations per key (a ballot per bit, then each lane tests the bins it
-owns), so 2048 bins over the keys' raw bits cost ~60 us at 64 x 32K where 128 bins cost a few;
+owns), so 2048 bins over the keys' raw bits cost ~60 us at 64 x 32K where 64 bins cost a few;
 and raw float bits put a row's scores in a handful of bins (an octave is 2**(bits - 9) of them),
 which per-key global atomics then serialise on. Bins over the row's own range spread them out.
 
@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import cuda as tl_cuda
 
 BINS = 64        # histogram bins per round (a power of two)
-CAP = 256        # candidates (scores in the final bin) sorted per row
+CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
 # Per-row workspace, int32, zero before the first kernel and left zero by the last: 16 words of
 # state (7 the compaction programs done; 8, 9 the output and candidate slots claimed; 10 the
 # largest key, 11 the complement of the smallest finite key, both as unsigned keys so that zero
@@ -112,8 +113,10 @@ def _threshold(counts, need, NB: tl.constexpr):
 
 @triton.jit
 def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, chunk_len,
-                      WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr):
+                      WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr, PDL: tl.constexpr):
     """Kernel 1: the row's largest key and smallest finite key (module docstring)."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -155,9 +158,12 @@ def _thresholds(st, k, total, BINS_: tl.constexpr):
 
 @triton.jit
 def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, chunk_len,
-                     ROUND: tl.constexpr, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr):
+                     ROUND: tl.constexpr, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr,
+                     PDL: tl.constexpr):
     """Kernels 2 and 3: count d1 of every score (round 1: tl.histogram, then one atomic per bin),
     or d2 of the scores in bin t1 (round 2: a few percent of them, one atomic each)."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -191,9 +197,11 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
                         ws_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
                         WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr,
                         CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr,
-                        SCAN_SLOTS: tl.constexpr):
+                        SCAN_SLOTS: tl.constexpr, PDL: tl.constexpr):
     """Kernel 4: scores above (t1, t2) to the output, scores in it to the candidates; the row's
     last program finishes the row (module docstring) and zeroes its state."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -252,14 +260,20 @@ def _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, a
     need = written - above  # candidates still to take
     if need > 0:
         if n_tie <= CAP_:
+            # each candidate's rank by pairwise comparison (n_tie * CAP_ compares, n_tie being a
+            # handful: far cheaper than tl.sort's bitonic stages over CAP_, each a trip through
+            # shared memory); packed values are distinct (the index is in them), so the ranks are
+            # 0 .. n_tie - 1
             r = tl.arange(0, CAP_)
             packed = tl.load(cands + r, mask=r < n_tie, other=-9223372036854775807 - 1, cache_modifier=".cg")
-            packed = tl.sort(packed, descending=True)
+            rank = tl.zeros([CAP_], tl.int32)
+            for j in range(0, n_tie):  # one candidate against all at a time: a few steps, few registers
+                rank += (tl.load(cands + j, cache_modifier=".cg") > packed).to(tl.int32)
             t = 0x7FFFFFFF - (packed & 0x7FFFFFFF).to(tl.int32)
-            keep = r < need
-            tl.store(out_idx + above + r, t - lo, mask=keep)
+            keep = (r < n_tie) & (rank < need)
+            tl.store(out_idx + above + rank, t - lo, mask=keep)
             if WRITE_VALUES:
-                tl.store(out_val + above + r, _score((packed >> 32).to(tl.int32)), mask=keep)
+                tl.store(out_val + above + rank, _score((packed >> 32).to(tl.int32)), mask=keep)
         else:
             _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, BLOCK, WRITE_VALUES,
                       BINS_)

@@ -3,6 +3,7 @@ its torch reference. Grids and chunking depend on shapes and the SM count only."
 
 from __future__ import annotations
 
+import importlib
 from typing import Optional
 
 import torch
@@ -11,19 +12,26 @@ from ._api import get_num_sms
 
 WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
 # Launch settings: the best of bench.topk --sweep on the H200 (selection alone, 4 decode shapes;
-# docs/PERF.md "Top-k").
-BLOCK = 1024          # keys a program reads per step
+# docs/PERF.md "Top-k"): 64 bins, 512 keys a step, 4 warps, 8 programs per SM, PDL on.
+BLOCK = 512           # keys a program reads per step
 NUM_WARPS = 4
 PROGRAMS_PER_SM = 8   # chunks per row are sized to fill the GPU about this many times over
 SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block prefix sum (True)
+PDL = None            # kernels 2-4 as programmatic dependent launches: None = on CUDA sm_90+
 MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in registers
+
+
+def kernels():
+    """The Triton kernels' module, imported on first use like the tables' modules, so that
+    `import indexer_logits` imports torch only (and TRITON_INTERPRET may still be set after it)."""
+    return importlib.import_module("._topk_kernels", __package__)
 
 
 def workspace(rows: int, device) -> torch.Tensor:
     """The zeroed per-row state and histogram; the kernels leave it zero again, so one workspace
     serves every row block of a call (in stream order)."""
-    from . import _topk_kernels as kernels
-    return torch.zeros((rows, kernels.STATE + 2 * kernels.BINS), dtype=torch.int32, device=device)
+    kn = kernels()
+    return torch.zeros((rows, kn.STATE + 2 * kn.BINS), dtype=torch.int32, device=device)
 
 
 def chunk_size(rows: int, width: int) -> int:
@@ -58,8 +66,8 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
                 ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1) -> None:
     """Write each row's top-k key indices (relative to its window start) into `indices`, and the
     scores into `values` when given. logits [R, W] float32 with unit column stride."""
-    import triton
-    from ._topk_kernels import BINS, CAP, topk_compact_kernel, topk_hist_kernel, topk_range_kernel
+    kn = kernels()
+    BINS, CAP = kn.BINS, kn.CAP
 
     rows, width = logits.shape
     if rows == 0:
@@ -72,15 +80,28 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     lens = dummy if lens is None else lens
     cands = torch.empty((rows, CAP), dtype=torch.int64, device=logits.device)
     window_args = (logits, logits.stride(0), lo, hi, lens, next_n, width)
-    topk_range_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, num_warps=NUM_WARPS)
+    pdl = _pdl(logits.device)
+    launch = {"num_warps": NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": NUM_WARPS}
+    kn.topk_range_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, PDL=False,
+                            num_warps=NUM_WARPS)
     for round_ in (1, 2):
-        topk_hist_kernel[grid](*window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK, BINS_=BINS,
-                               num_warps=NUM_WARPS)
+        kn.topk_hist_kernel[grid](*window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK, BINS_=BINS,
+                               PDL=pdl, **launch)
     val = indices if values is None else values
-    topk_compact_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
-                              WINDOW=window, BLOCK=BLOCK, KP=triton.next_power_of_2(k), CAP_=CAP,
-                              WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS,
-                              num_warps=NUM_WARPS)
+    kn.topk_compact_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
+                              WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=CAP,
+                              WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl,
+                              **launch)
+
+
+def _pdl(device) -> bool:
+    """Whether kernels 2-4 overlap their launch with the kernel before (each waits for it with
+    gdc_wait before its first read): on CUDA devices of compute capability 9.0 and newer."""
+    if PDL is not None:
+        return bool(PDL) and device.type == "cuda"
+    if device.type != "cuda":
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def topk_reference(logits: torch.Tensor, k: int, lo: torch.Tensor, hi: torch.Tensor):

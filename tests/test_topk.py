@@ -149,8 +149,8 @@ def test_bad_arguments():
 
 
 def test_scratch_rows_bound_memory():
-    # 4096 x 64K: the full logits are 1 GiB; the scratch is a 32nd of them
-    assert _topk.scratch_rows(4096, 65536) * 65536 * 4 == (1 << 30) // 32
+    # 4096 x 64K: the full logits are 1 GiB; the scratch is at most a 20th of them
+    assert _topk.scratch_rows(4096, 65536) == 4096 // 20
     assert _topk.scratch_rows(16, 512) == 16                       # small prefills: one block
     assert _topk.scratch_rows(100, 1000, max_scratch_bytes=4000 * 3) == 3
 
