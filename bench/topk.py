@@ -121,8 +121,8 @@ def decode_cases(k: int, sweep: bool) -> list[dict]:
     return rows_out
 
 
-SWEEP = [dict(BINS=n, BLOCK=b, NUM_WARPS=w, PROGRAMS_PER_SM=p, SCAN_SLOTS=False, CAP=c)
-         for n in (32, 64, 128) for b in (512, 1024) for w in (4, 8) for p in (8, 16) for c in (64, 256)]
+SWEEP = [dict(BINS=n, BLOCK=b, NUM_WARPS=4, PROGRAMS_PER_SM=p, SCAN_SLOTS=False, CAP=c, PDL=d)
+         for n in (32, 64) for b in (512, 1024) for p in (8, 16) for c in (64, 128) for d in (False, True)]
 
 
 def _sweep(logits, hi, k) -> list[dict]:
@@ -130,7 +130,7 @@ def _sweep(logits, hi, k) -> list[dict]:
     import torch
     from indexer_logits import _topk_kernels as KN, _topk_select as S
     rows = logits.shape[0]
-    owners = {"BINS": KN, "CAP": KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S}
+    owners = {"BINS": KN, "CAP": KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S, "PDL": S}
     saved = {n: getattr(owners[n], n) for n in owners}
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     out = []
@@ -223,15 +223,26 @@ def _profile(k: int) -> None:
             K.fp8_paged_mqa_topk(*args, k, out=out)
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
+    from tuner.inputs import make_prefill_inputs
+    pre = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 4096, 65536, device="cuda")
+    out = torch.empty(4096, k, dtype=torch.int32, device="cuda")
+    K.fp8_mqa_topk(*pre.args(), k, out=out)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        K.fp8_mqa_topk(*pre.args(), k, out=out)
+        torch.cuda.synchronize()
+    print("prefill 4096x64K, one call:", flush=True)
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.topk", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--skip-prefill", action="store_true")
-    ap.add_argument("--profile", action="store_true", help="per-kernel device time of one 64x32K decode top-k")
+    ap.add_argument("--profile", action="store_true",
+                    help="per-kernel device time of a 64x32K decode top-k and of a 4096x64K prefill one")
     a = ap.parse_args(argv)
     import torch
     if not torch.cuda.is_available():
@@ -256,8 +267,8 @@ def main(argv=None) -> int:
               f"{r['extra_over_logits']:.4f} of the logits")
     for r in result["decode"]:
         if "sweep" in r:
-            print(r["case"], "selection alone, best (BINS, BLOCK, warps, programs/SM, CAP, us, exact):",
-                  [(s["BINS"], s["BLOCK"], s["NUM_WARPS"], s["PROGRAMS_PER_SM"], s["CAP"], round(s.get("us", -1), 1),
+            print(r["case"], "selection alone, best (BINS, BLOCK, programs/SM, CAP, PDL, us, exact):",
+                  [(s["BINS"], s["BLOCK"], s["PROGRAMS_PER_SM"], s["CAP"], s["PDL"], round(s.get("us", -1), 1),
                     s.get("exact")) for s in r["sweep"][:4]], "worst:", r["sweep"][-1])
     return 0
 
