@@ -132,12 +132,22 @@ class _Canonical:
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:
-        return canonical_json(self.to_dict())
+        # Kept on the (frozen) instance: the tuner's model ranks hundreds of thousands of
+        # (config, bucket) pairs by key, and asdict + json + sha256 each time was most of it.
+        text = self.__dict__.get("_json")
+        if text is None:
+            text = canonical_json(self.to_dict())
+            object.__setattr__(self, "_json", text)
+        return text
 
     @property
     def key(self) -> str:
         """sha256 of the canonical JSON: the stable identity."""
-        return sha256_hex(self.to_json())
+        key = self.__dict__.get("_key")
+        if key is None:
+            key = sha256_hex(self.to_json())
+            object.__setattr__(self, "_key", key)
+        return key
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]):

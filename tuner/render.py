@@ -53,15 +53,26 @@ def included_partials(name: str, template_dir: Path | None = None) -> list[str]:
     return sorted(seen)
 
 
+_HASHES: dict = {}  # (family, template dir, its files' names, sizes and mtimes) -> template_hash
+
+
 def template_hash(family: str, template_dir: Path | None = None) -> str:
     """sha256 over the family's template and the partials it includes, and nothing else: a
-    partial another family alone includes does not change this family's trials."""
+    partial another family alone includes does not change this family's trials.
+
+    Remembered while no template file of the folder changes (name, size, mtime): the model's
+    ranking asks for it per compiled point, and each answer parsed every partial."""
     template_dir = Path(template_dir or TEMPLATE_DIR)
-    main = family_of(family).template
-    h = hashlib.sha256()
-    for name in [main] + included_partials(main, template_dir):
-        h.update(name.encode() + b"\0" + (template_dir / name).read_bytes() + b"\0")
-    return h.hexdigest()
+    stamp = tuple((p.name, st.st_size, st.st_mtime_ns) for p in sorted(template_dir.glob("*.jinja"))
+                  for st in (p.stat(),))
+    memo = (family, str(template_dir.resolve()), stamp)
+    if memo not in _HASHES:
+        main = family_of(family).template
+        h = hashlib.sha256()
+        for name in [main] + included_partials(main, template_dir):
+            h.update(name.encode() + b"\0" + (template_dir / name).read_bytes() + b"\0")
+        _HASHES[memo] = h.hexdigest()
+    return _HASHES[memo]
 
 
 def render(problem: Problem, config: Config, template_dir: Path | None = None) -> str:
