@@ -51,6 +51,9 @@ class Prediction:
     compiled: int = 0  # compiles run (cache misses)
     cached: int = 0
     notes: list[str] = field(default_factory=list)
+    # (problem, bucket) -> [(rank_us, config), ...]: every compiled point within the target's
+    # limits, best first by the model with its real resources (the tuner's model seeds).
+    ranked: dict = field(default_factory=dict)
 
 
 def default_buckets(problem: Problem) -> list[Bucket]:
@@ -197,6 +200,12 @@ def predict_problem(device: Device, problem: Problem, buckets: Iterable[Bucket],
         if not again:
             break
     for b in buckets:
+        scored = []
+        for c in compiled:
+            r = cache.get(CompileCache.key(problem, c, device))
+            if r is not None and r.ok:
+                scored.append((rank_us(device, problem, c, _real(r), b.batch, b.context), c))
+        out.ranked[(problem, b)] = sorted(scored, key=lambda tc: (tc[0], tc[1].key))
         if b not in best:
             out.notes.append(f"{problem.slug} {b.slug}: no point compiled within {device.target}'s limits")
             continue

@@ -4,9 +4,14 @@
   measurement comparable (tuner.optuna_space.study_name), so a resumed run reloads them
   (`load_if_exists`). The space as Optuna sees it is tuner.optuna_space; the summaries, the
   end-of-run table and the progress bar are tuner.summary.
-- Each study is seeded (enqueue_trial) with the family default config, configs the user names,
-  and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct configs);
-  its sampler's seed is derived from the run's seed and the study name.
+- Each study is seeded (enqueue_trial) with a table's config (`--seed-table`), configs the user
+  names, the performance model's best few points for the bucket (tuner.guide), the family default
+  config, and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct
+  configs); its sampler's seed is derived from the run's seed and the study name.
+- The local search (`climb` > 0): after every batch, the best config of the bucket so far has its
+  one-step neighbours (tuner.space.neighbours) ranked by the model and the first `climb` not yet
+  tried are enqueued; when the best one's are all tried and nothing else waits, the bucket has
+  reached a local optimum and, with `stop_at_optimum`, is done before `--trials`.
 - Static infeasibility and every failed candidate are told as PRUNED (never FAIL): the sampler
   learns that region is worse, and the trial still counts as visited.
 - `--trials N` is the number of distinct configs per bucket that reach a verdict other than
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from .buckets import by_distance
+from .climb import climb, waiting
 from .ownership import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
 from indexer_logits._identity import Bucket, Config, Problem, sha256_hex
@@ -65,6 +71,8 @@ class SearchSettings:
     # how long an unowned RUNNING trial counts as being asked by a live process
     # (tuner.ownership.unowned_grace_s: UNOWNED_GRACE_S or $INDEXER_TUNER_UNOWNED_GRACE_S)
     unowned_grace_s: float = UNOWNED_GRACE_S
+    climb: int = 0  # neighbours of the bucket's best enqueued after each batch (0: no local search)
+    stop_at_optimum: bool = False  # a bucket whose best has no untried neighbour left is done
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,6 +100,16 @@ def tuning_order(plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[tuple
     return [(p, b) for *_, p, b in order]
 
 
+def eta_s(elapsed_s: float, weights: Sequence[float], done: int, budget_left_s: float | None) -> float | None:
+    """Seconds the run has left: the buckets still to do at the time per unit of bucket_weight the
+    done ones took (the large buckets come last and cost more), at most the budget left; None
+    before the first bucket is done (unless the budget says)."""
+    if done == 0 or elapsed_s <= 0:
+        return budget_left_s
+    left = elapsed_s / sum(weights[:done]) * sum(weights[done:])
+    return left if budget_left_s is None else min(left, max(0.0, budget_left_s))
+
+
 def tell_once(study, number: int, value: float | None = None, state=None) -> None:
     """Tell a trial its verdict unless it has one. In a shared study two workers may tell the
     same trial (both took over one left behind by a killed run; one measured it, the other read
@@ -108,7 +126,7 @@ def tell_once(study, number: int, value: float | None = None, state=None) -> Non
 
 class Search:
     def __init__(self, evaluator: Evaluator, settings: SearchSettings, target=None,
-                 progress: Callable[..., None] | None = None):
+                 progress: Callable[..., None] | None = None, guide=None):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -117,9 +135,11 @@ class Search:
         self.s = settings
         self.target = target
         self.progress = progress or (lambda **kw: None)
+        self.guide = guide  # tuner.guide.Guide: the model's seeds and ranking, or None
         self.storage = open_storage(settings.optuna_storage)
         self.totals = RunTotals()
         self.winners: dict[str, dict[Bucket, Config]] = {}  # problem key -> bucket -> best config
+        self.eta_s: float | None = None  # seconds the run has left, as of the current bucket's start
         self._feasible: dict[str, int] = {}  # problem key -> statically feasible points
 
     def run(self, plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[BucketSummary]:
@@ -130,9 +150,10 @@ class Search:
         summaries = []
         for done, (problem, bucket) in enumerate(order):
             share = None
+            now = time.monotonic()
             if end is not None:  # this bucket's weighted share of what is left; unused time rolls over
-                now = time.monotonic()
                 share = now + max(0.0, end - now) * weights[done] / sum(weights[done:])
+            self.eta_s = eta_s(now - start, weights, done, None if end is None else end - now)
             summaries.append(self.tune_bucket(problem, bucket, share, end))
         return summaries
 
@@ -150,8 +171,9 @@ class Search:
         counted = self._counted(study, space, problem)
         self._seed(study, space, problem, bucket)
         pending = self._unfinished(study, space)
-        self.progress(event="bucket", problem=problem, bucket=bucket, goal=goal, counted=len(counted))
+        self.progress(event="bucket", problem=problem, bucket=bucket, goal=goal, counted=len(counted), eta_s=self.eta_s)
         stale, first = 0, True
+        best = self._stored_best(problem, bucket)  # (score, config) the local search climbs from
         while len(counted) < goal or pending:
             now = time.monotonic()
             if run_end is not None and now > run_end:
@@ -186,25 +208,35 @@ class Search:
                 break
             before = len(counted)
             try:
-                self._evaluate_batch(study, problem, bucket, batch, counted, run_end, space)
+                results = self._evaluate_batch(study, problem, bucket, batch, counted, run_end, space)
             except BucketUnavailable as exc:
                 summary.note = f"skipped: {exc}"
                 break
             if self.s.shared:
                 counted |= self._counted(study, space, problem)  # the other workers' verdicts
             stale = stale + len(batch) if len(counted) == before else 0
+            for config, v in results:
+                if v is not None and v.ok and (best is None or (v.score_ms, config.key) < (best[0], best[1].key)):
+                    best = (v.score_ms, config)
+            if self.s.climb and best is not None and len(counted) < goal:
+                queued = climb(study, space, problem, bucket, best[1], self.s.climb, self.target, self.s.dot_dtypes,
+                               self.guide)
+                if not queued and self.s.stop_at_optimum and not waiting(study):
+                    summary.note = f"local optimum: {best[1].slug}'s neighbours are measured"
+                    break
         self._summarize(summary)
         if summary.best is not None:
             self.winners.setdefault(problem.key, {})[bucket] = Config.from_json(summary.best["config_json"])
         self.progress(event="bucket_done", summary=summary)
         return summary
 
-    def _evaluate_batch(self, study, problem, bucket, batch, counted: set, run_end, space=None) -> None:
+    def _evaluate_batch(self, study, problem, bucket, batch, counted: set, run_end, space=None) -> list:
+        """Evaluate and tell a batch; returns [(config, verdict or None), ...] of what was evaluated."""
         State = self.optuna.trial.TrialState
         if self.s.shared:
             batch = self._answer_from_study(study, problem, bucket, batch, counted, space)
             if not batch:
-                return
+                return []
         configs = [c for _, c, _ in batch]
         sources = [s for _, _, s in batch]
 
@@ -224,6 +256,17 @@ class Search:
                 tell_once(study, number, state=State.PRUNED)
             if v.status != "infeasible" and config.key not in counted:
                 counted.add(config.key)  # a duplicate of an earlier verdict in this batch
+        return [(config, v) for (_, config, _), v in zip(batch, verdicts)]
+
+    # -- the local search -------------------------------------------------------------------
+
+    def _stored_best(self, problem: Problem, bucket: Bucket):
+        """(score, config) of the bucket's best ok row in the store (this GPU, template, timer), or None."""
+        if not self.s.climb:
+            return None
+        probe = BucketSummary(problem, bucket)
+        self._summarize(probe)
+        return None if probe.best is None else (probe.best["score_ms"], Config.from_json(probe.best["config_json"]))
 
     def _answer_from_study(self, study, problem, bucket, batch, counted: set, space) -> list:
         """Tell the trials whose config the study already decided and this host's store does not
@@ -328,8 +371,10 @@ class Search:
     def _seed(self, study, space: OptunaSpace, problem: Problem, bucket: Bucket) -> None:
         seeds = [(c, "seed:table") for (key, c) in self.s.bucket_seeds
                  if key == (problem.key, bucket.batch, bucket.context)]
-        seeds += [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
         seeds += [(c, "seed:user") for c in self.s.try_configs]
+        if self.guide is not None:
+            seeds += [(c, f"seed:model:{i + 1}") for i, c in enumerate(self.guide.seeds_for(problem, bucket))]
+        seeds += [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
         # The winners of finished buckets, nearest first, up to NEIGHBOUR_SEEDS distinct configs:
         # few configs win most buckets, and the nearest one's winner alone was often not among them.
         done = self.winners.get(problem.key, {})

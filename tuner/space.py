@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
 from indexer_logits._identity import Config, Problem
@@ -159,3 +159,41 @@ def sample_points(problem: Problem, count: int, target: Target | None = None, se
     rest = [c for c in points if c != default]
     chosen = rng.sample(rest, min(max(count - 1, 0), len(rest)))
     return ([default] if default in points else []) + chosen
+
+
+def tied(problem: Problem, config: Config) -> Config:
+    """The config with its unused knobs at the value the template reads them as (tuner.optuna_space's
+    TIES): a persistent grid walks one tile a step, and store='run' outside its scope stores per tile."""
+    if config.programs_per_sm and config.tiles_per_program != 1:
+        config = replace(config, tiles_per_program=1)
+    if config.store == "run" and not store_run_applies(problem.page_size, config.orient, config.programs_per_sm,
+                                                       config.block_t):
+        config = replace(config, store="tile")
+    return config
+
+
+def neighbours(problem: Problem, config: Config, target: Target | None = None,
+               dot_dtypes: Sequence[str] = TUNED_DOT_DTYPES) -> list[Config]:
+    """The feasible configs one step from `config` along one axis: the next value either side on
+    an ordered (integer) axis, every other value of an unordered one; unused knobs tied
+    (`tied`). The tuner's local search measures a bucket's best config's neighbours: the H200's
+    winners of adjacent buckets differ from each other, and from the model's first choice, mostly
+    by one step of tiles per program, stages, warps or the store (docs/PERF.md)."""
+    axes = dict(axes_of(problem))
+    axes["dot_dtype"] = tuple(dot_dtypes)
+    out: list[Config] = []
+    for name in sorted(axes):
+        values = tuple(axes[name])
+        value = getattr(config, name)
+        if len(values) < 2 or value not in values:
+            continue
+        i = values.index(value)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            steps = [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
+        else:
+            steps = [v for v in values if v != value]
+        for step in steps:
+            candidate = tied(problem, replace(config, **{name: step}))
+            if candidate != config and candidate not in out and is_feasible(problem, candidate, target):
+                out.append(candidate)
+    return out
