@@ -9,7 +9,12 @@ Order of the questions, cheapest first:
 2. the static check against the local target fails: 'infeasible';
 3. the config's gate verdict is known (this run, or the store's gates table): a failed gate
    marks this bucket's trial with the gate's status without running anything;
-4. otherwise build (parallel), gate once per config, then time on the bucket.
+4. otherwise build (parallel), gate once per config, then time on the bucket. With
+   `short_first` (multi-fidelity), a config is first timed briefly; one more than PROMOTE_WITHIN
+   behind the bucket's best full timing is recorded as that short timing (fidelity 'short': it
+   never wins) and only the others get the full replay count.
+
+`seconds` adds up where the run's time went (build, inputs, gate, time_short, time_full).
 
 With `owner` set (several workers on one store: tuner.ownership), each gate and each timing
 is claimed in the store first: one worker measures it, another that asks the same config
@@ -18,6 +23,7 @@ waits for that row and answers from it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +35,14 @@ from .ownership import claim_once, owner_run_id
 from .prebuild import LaunchShape, Prebuilder
 from indexer_logits._identity import Bucket, Config, Problem, variant_name
 from .space import InfeasibleConfig, Target, check
-from .store import RETRIED_STATUSES, Store, TrialRow, gate_key, now_iso, trial_key
+from .store import FULL_TIMING, RETRIED_STATUSES, Store, TrialRow, gate_key, now_iso, trial_key
 from .worker import Worker, WorkerUnavailable
 
 PREPARE_TIMEOUT_MIN_S = 600.0  # building a bucket's inputs (gigabytes on a GPU) is not a candidate
+# A short timing this close to the bucket's best full timing (or better) earns a full timing. The
+# short timing's own spread is a few percent on the H200's small buckets, so a 5% margin keeps a
+# contender and cuts the clear losers, which are most of a climb's neighbours.
+PROMOTE_WITHIN = 1.05
 
 
 class BucketUnavailable(RuntimeError):
@@ -66,6 +76,7 @@ class RunContext:
     replays: int
     timeout_s: float
     seed: int
+    short_first: bool = False  # multi-fidelity: time briefly first, fully only near the bucket's best
 
 
 class Evaluator:
@@ -83,6 +94,16 @@ class Evaluator:
         self._gate_ready: Optional[str] = None  # problem key whose gate inputs the worker holds
         self._bucket_ready: Optional[tuple[str, str]] = None
         self.build_warnings: list[str] = []
+        self.seconds: dict[str, float] = {}  # phase -> seconds spent in it this run
+        self._best_full: dict[tuple[str, str], float] = {}  # (problem key, bucket key) -> best full score_ms
+
+    @contextlib.contextmanager
+    def _phase(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
     def close(self) -> None:
         self.worker.close()
@@ -189,7 +210,9 @@ class Evaluator:
         self.worker.start()  # its imports (and CUDA start-up) overlap the builds
         gb, gc = self.gate_shape(problem)
         shapes = [LaunchShape(gb, gc, True), LaunchShape(gb, gc, False), LaunchShape(bucket.batch, bucket.context, False)]
-        for result in self.builder.build(problem, need, shapes):
+        with self._phase("build"):
+            built = self.builder.build(problem, need, shapes)
+        for result in built:
             self._built.add((variant_name(problem, result.config), bucket))
             if result.status != "ok":
                 self._remember_gate(problem, result.config, result.status, result.detail, {})
@@ -207,8 +230,9 @@ class Evaluator:
         if self._gate_ready == problem.key:
             return
         batch, context = self.gate_shape(problem)
-        reply = self.worker.prepare("gate_inputs", "gate_inputs", {"problem": problem.to_json(), "batch": batch,
-                                    "context": context, "seed": self.ctx.seed + 1}, self._prepare_timeout())
+        with self._phase("inputs"):
+            reply = self.worker.prepare("gate_inputs", "gate_inputs", {"problem": problem.to_json(), "batch": batch,
+                                        "context": context, "seed": self.ctx.seed + 1}, self._prepare_timeout())
         if not reply.ok:
             raise RuntimeError(f"building the gate inputs of {problem.slug} failed: {reply.status}: {reply.detail}")
         self._gate_ready = problem.key
@@ -217,8 +241,9 @@ class Evaluator:
         if self._bucket_ready == (problem.key, bucket.key):
             return
         self._bucket_ready = None
-        reply = self.worker.prepare("bucket_inputs", "bucket_inputs", {"problem": problem.to_json(),
-                                    "bucket": bucket.to_json(), "seed": self.ctx.seed + 2}, self._prepare_timeout())
+        with self._phase("inputs"):
+            reply = self.worker.prepare("bucket_inputs", "bucket_inputs", {"problem": problem.to_json(),
+                                        "bucket": bucket.to_json(), "seed": self.ctx.seed + 2}, self._prepare_timeout())
         if not reply.ok:
             raise BucketUnavailable(f"building the timing inputs of {problem.slug} {bucket.slug} failed: "
                                     f"{reply.status}: {reply.detail}")
@@ -269,20 +294,51 @@ class Evaluator:
             return self._record(problem, bucket, config, source, gate["status"], f"gate: {gate['reason']}", gate=gate)
         self._ensure_bucket_inputs(problem, bucket)
         payload = self._payload(problem, config, bucket=bucket.to_json(), replays=self.ctx.replays, **self.calibration)
-        reply = self.worker.request("time", payload, self.ctx.timeout_s)
+        best = self._bucket_best(problem, bucket) if self.ctx.short_first else None
+        if best is not None:
+            with self._phase("time_short"):
+                reply = self.worker.request("time", {**payload, "fidelity": "short"}, self.ctx.timeout_s)
+            if not reply.ok:
+                return self._record(problem, bucket, config, source, reply.status, f"timing: {reply.detail}", gate=gate)
+            short = _score(problem, reply.data)
+            if short > best * PROMOTE_WITHIN:
+                return self._record(problem, bucket, config, source, "ok",
+                                    f"cut after a short timing: {short / best:.3f}x the bucket's best",
+                                    gate=gate, timings=reply.data, fidelity="short")
+        with self._phase("time_full"):
+            reply = self.worker.request("time", payload, self.ctx.timeout_s)
         if not reply.ok:  # bucket-specific (e.g. an overflow only at 1M tokens): not a gate verdict
             return self._record(problem, bucket, config, source, reply.status, f"timing: {reply.detail}", gate=gate)
-        return self._record(problem, bucket, config, source, "ok", "", gate=gate, timings=reply.data)
+        verdict = self._record(problem, bucket, config, source, "ok", "", gate=gate, timings=reply.data)
+        key = (problem.key, bucket.key)
+        if key not in self._best_full or verdict.score_ms < self._best_full[key]:
+            self._best_full[key] = verdict.score_ms
+        return verdict
+
+    def _bucket_best(self, problem: Problem, bucket: Bucket) -> Optional[float]:
+        """The bucket's best full score_ms: this run's, or the store's rows of this GPU, template and timer."""
+        key = (problem.key, bucket.key)
+        if key not in self._best_full:
+            rows = self.store.trials(
+                f"gpu_slug = ? and problem_key = ? and bucket_batch = ? and bucket_context = ? and template_hash = ? "
+                f"and timer = ? and status = 'ok' and score_ms is not null and {FULL_TIMING}",
+                [self.ctx.gpu_slug, problem.key, bucket.batch, bucket.context,
+                 self.ctx.template_hashes[problem.family], self.ctx.timer])
+            if not rows:
+                return None
+            self._best_full[key] = min(r["score_ms"] for r in rows)
+        return self._best_full[key]
 
     def _run_gate(self, problem: Problem, config: Config) -> dict:
         self._ensure_gate_inputs(problem)
-        reply = self.worker.request("gate", self._payload(problem, config), self.ctx.timeout_s)
+        with self._phase("gate"):
+            reply = self.worker.request("gate", self._payload(problem, config), self.ctx.timeout_s)
         return self._remember_gate(problem, config, reply.status, reply.detail, reply.data)
 
     # -- rows -------------------------------------------------------------------------------
 
     def _record(self, problem: Problem, bucket: Bucket, config: Config, source: str, status: str, reason: str,
-                gate: Optional[dict] = None, timings: Optional[dict] = None) -> Verdict:
+                gate: Optional[dict] = None, timings: Optional[dict] = None, fidelity: str = "full") -> Verdict:
         env = self.ctx.env
         row = TrialRow(
             trial_key=self._key(problem, bucket, config), run_id=self.ctx.run_id, created_at=now_iso(),
@@ -293,6 +349,7 @@ class Evaluator:
             driver=env["driver"], cuda_version=env["cuda"], torch_version=env["torch"], triton_version=env["triton"],
             template_hash=self.ctx.template_hashes[problem.family], tool_version=__version__,
             copy_bw=self.calibration["copy_bw"], matmul_rate=self.calibration["matmul_rate"], source=source,
+            fidelity=fidelity,
         )
         if gate is not None:
             row.rel_err, row.registers = gate.get("rel_err"), gate.get("registers")
@@ -301,6 +358,14 @@ class Evaluator:
             _fill_timings(row, problem, timings)
         self.store.record(row)  # autocommit: a killed run keeps every row written so far
         return Verdict(status, row.score_ms, row.to_dict(), fresh=True, measured=timings is not None)
+
+
+def _score(problem: Problem, timings: dict) -> float:
+    """The objective of a timing reply, as _fill_timings computes it."""
+    score = timings["full"]["p50_ms"]
+    if "partial" in timings and "quarter" in family_of(problem).timing_lens:
+        score += timings["partial"]["p50_ms"]
+    return score
 
 
 def _fill_timings(row: TrialRow, problem: Problem, timings: dict) -> None:

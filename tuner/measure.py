@@ -10,7 +10,7 @@ from indexer_logits._identity import Bucket, Problem
 
 from .families import family_of
 from .gates import launch, new_output
-from .timing import DEFAULT_WARMUP_MS, Timing, time_cuda_graph, time_wall_clock
+from .timing import DEFAULT_BUDGET_MS, DEFAULT_WARMUP_MS, Timing, time_cuda_graph, time_wall_clock
 
 MIN_POOL_BYTES = 1 << 30  # >> the 50-60 MB L2 of current GPUs
 MAX_POOL_BYTES = 24 << 30
@@ -28,11 +28,13 @@ def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda
 
 
 def time_candidate(module, input_sets, clean_logits: bool, method: str = "cuda_graph", replays: int = 30,
-                   warmup_ms: float = DEFAULT_WARMUP_MS) -> Timing:
+                   warmup_ms: float = DEFAULT_WARMUP_MS, budget_ms: float = DEFAULT_BUDGET_MS,
+                   min_launches: int = 8) -> Timing:
     outs = [new_output(x, 0.0) for x in input_sets]
     fns = [lambda x=x, o=o: launch(module, x, o, clean_logits) for x, o in zip(input_sets, outs)]
     if method == "cuda_graph":
-        return time_cuda_graph(fns, replays=replays, warmup_ms=warmup_ms)
+        return time_cuda_graph(fns, replays=replays, warmup_ms=warmup_ms, budget_ms=budget_ms,
+                               min_launches=min_launches)
     if method == "wall_clock":
         return time_wall_clock(fns, reps=max(3, replays // 10))
     raise ValueError(f"method: expected 'cuda_graph' or 'wall_clock', got {method!r}")

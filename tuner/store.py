@@ -29,6 +29,7 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "infeasible", "compile_error", "wrong_answer", "unwritten", "mask", "graph_unsafe",
             "reads_past_valid_pages", "timeout", "crash", "error")
 RETRIED_STATUSES = ("error",)  # not the candidate's fault: measured again on the next run, kept out of merges
+FULL_TIMING = "(fidelity is null or fidelity != 'short')"  # SQL: a row that may win (rows before the column are full)
 
 
 @dataclass
@@ -72,6 +73,9 @@ class TrialRow:
     copy_bw: Optional[float] = None  # bytes/s measured at the start of the run
     matmul_rate: Optional[float] = None  # flop/s measured at the start of the run
     source: str = ""  # "optuna:tpe" | "seed:default" | "seed:neighbour" | "grid" | ...
+    # "full": timed with the full replay count; "short": cut after a short timing because it was
+    # well behind the bucket's best (tuner.evaluate), so it never wins: emit and summaries skip it.
+    fidelity: str = "full"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -129,6 +133,8 @@ class Store:
             columns = {f.name: _sql_type(f) for f in dataclasses.fields(TrialRow)}
             self.db["trials"].create(columns, pk="trial_key", not_null={"trial_key", "status"})
             self.db["trials"].create_index(["gpu_slug", "problem_key", "bucket_batch", "bucket_context"], if_not_exists=True)
+        elif "fidelity" not in self.db["trials"].columns_dict:  # added within schema 1: old rows are full timings
+            self.db["trials"].add_column("fidelity", str)
         if not self.db["gates"].exists():  # added within schema 1: a new table, old files gain it
             self.db["gates"].create({"gate_key": str, "run_id": str, "created_at": str, "gpu_slug": str,
                                      "problem_key": str, "config_key": str, "variant": str, "template_hash": str,
@@ -199,7 +205,7 @@ class Store:
 
     def winners(self, gpu_slug: str) -> list[dict]:
         """The best ok trial per (problem, bucket) on one GPU, by score then by key (stable)."""
-        rows = self.trials("gpu_slug = ? and status = 'ok' and score_ms is not null", [gpu_slug])
+        rows = self.trials(f"gpu_slug = ? and status = 'ok' and score_ms is not null and {FULL_TIMING}", [gpu_slug])
         best: dict[tuple, dict] = {}
         for r in rows:
             k = (r["problem_key"], r["bucket_batch"], r["bucket_context"])

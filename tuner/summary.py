@@ -42,6 +42,8 @@ def fill_summary(summary: BucketSummary, store, gpu_slug: str, timer: str, templ
     for r in rows:
         if r["status"] == "ok" and r["timer"] == timer:
             summary.measured += 1
+            if r.get("fidelity") == "short":  # a loser cut after a short timing (tuner.evaluate) never wins
+                continue
             if summary.best is None or (r["score_ms"], r["trial_key"]) < (summary.best["score_ms"], summary.best["trial_key"]):
                 summary.best = r
         elif r["status"] == "infeasible":
@@ -96,10 +98,12 @@ class TqdmProgress:
         from tqdm import tqdm
 
         self.bar = tqdm(total=total, file=sys.stderr, unit="trial", dynamic_ncols=True, disable=disable)
-        self.label, self.goal, self.seen, self.best = "", 0, 0, None
+        self.label, self.goal, self.seen, self.best, self.eta = "", 0, 0, None, ""
 
     def __call__(self, event: str, **kw) -> None:
         if event == "bucket":
+            eta = kw.get("eta_s")
+            self.eta = "" if eta is None else f" | run ETA {int(eta) // 60}m{int(eta) % 60:02d}s"
             self.label = f"{kw['problem'].slug} {kw['bucket'].slug}"
             self.goal, self.seen, self.best = kw["goal"], 0, None
             self.bar.update(min(kw["counted"], kw["goal"]))
@@ -115,7 +119,7 @@ class TqdmProgress:
             step = max(0, self.goal - self.seen)  # a bucket cut short still moves the bar
         self.seen += step
         best = "-" if self.best is None else _ms(self.best[1]) + (f" ({_pct(self.best[2])} of floor)" if self.best[2] else "")
-        self.bar.set_postfix_str(f"{self.label} {self.seen}/{self.goal} best {best}", refresh=step == 0)
+        self.bar.set_postfix_str(f"{self.label} {self.seen}/{self.goal} best {best}{self.eta}", refresh=step == 0)
         if step:
             self.bar.update(step)  # redraws with the new postfix
 

@@ -28,7 +28,7 @@ from .families import names as family_names
 from .render import emit as render_emit
 from .render import template_hash, write_if_different
 from .space import TARGETS, InfeasibleConfig, check, default_config
-from .store import Store
+from .store import FULL_TIMING, Store
 from .verify_record import carry_records
 
 FORMAT = _dispatch.FORMAT
@@ -163,8 +163,8 @@ def _fresh_winners(store: Store, slug: str, hashes: dict[str, str], notes: list[
                 carried[w["template_hash"]] = carried.get(w["template_hash"], 0) + 1
             continue
         marks = ", ".join("?" * len(accepted))
-        rows = store.trials("gpu_slug = ? and status = 'ok' and score_ms is not null and problem_key = ? "
-                            f"and bucket_batch = ? and bucket_context = ? and template_hash in ({marks})",
+        rows = store.trials(f"gpu_slug = ? and status = 'ok' and score_ms is not null and {FULL_TIMING} "
+                            f"and problem_key = ? and bucket_batch = ? and bucket_context = ? and template_hash in ({marks})",
                             [slug, w["problem_key"], w["bucket_batch"], w["bucket_context"], *accepted])
         where = f"{Problem.from_json(w['problem_json']).slug} b{w['bucket_batch']}_c{w['bucket_context']}"
         if rows:

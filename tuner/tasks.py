@@ -22,6 +22,11 @@ from .render import emit, load_module
 from .roofline import floor_ms
 from .timing import measure_copy_bandwidth, measure_matmul_rate
 
+# A short timing (`fidelity` "short"): enough to tell a clear loser from the bucket's best, at a
+# fraction of the full timing's GPU time on large buckets (one launch per input set a replay, a
+# 5 ms warm-up, ~50 ms of replays, against 8 launches a replay, 20 ms and ~400 ms).
+SHORT = {"replays": 10, "warmup_ms": 5.0, "budget_ms": 50.0}
+
 # GateFailure reasons whose store status has another name.
 GATE_STATUS = {"grid_depends_on_values": "graph_unsafe"}
 _CONTEXT_LOST = ("illegal memory access", "unspecified launch failure", "misaligned address",
@@ -151,7 +156,10 @@ class Tasks:
         out = {}
         for mode, sets in self._bucket[2].items():
             self.stage = f"time_{mode}"
-            t = time_candidate(module, sets, clean_logits=False, method=method, replays=p["replays"])
+            if p.get("fidelity") == "short":
+                t = time_candidate(module, sets, clean_logits=False, method=method, min_launches=len(sets), **SHORT)
+            else:
+                t = time_candidate(module, sets, clean_logits=False, method=method, replays=p["replays"])
             floor = None
             if p.get("copy_bw") or p.get("matmul_rate"):
                 try:
