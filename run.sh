@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job. Sets up .venv, then:
-# - on a host with an NVIDIA GPU: tune the default decode table for it, emit the frozen modules
-#   and dispatch table, verify them, benchmark them against the baselines, write the report;
+# - on a host with an NVIDIA GPU: tune what an engine calls (fp8 decode next_n 1 and 2, prefill
+#   over ragged K, chunked prefill: `tune --engine`, guided by the performance model, within about
+#   ten minutes; progress with an ETA), emit the frozen modules and dispatch table, verify them,
+#   benchmark them against the baselines, write the report;
 # - without a GPU: cross-compile a sample of the search space for sm_120 (RTX PRO 6000
 #   Blackwell) and sm_90, predict the RTX PRO 6000's table (the performance model over sm_120's
 #   space, cross-compiled; nothing to do when the committed table came from the same model,
@@ -12,7 +14,7 @@ cd "$(dirname "$0")"
 ./setup.sh
 PY=.venv/bin/python
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  $PY cli.py tune --next-n 1,2 --batch pow2
+  $PY cli.py tune --engine --time-budget 450
   $PY cli.py emit
   $PY cli.py verify
   $PY cli.py bench

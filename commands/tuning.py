@@ -74,6 +74,24 @@ from .common import DB_DIR, FamilyChoice
 @click.option("--storage", default=None, metavar="URL|PATH",
               help="Shared Optuna storage: a PostgreSQL URL (postgresql://user@host:5432/db) for hosts that tune "
                    "together, or a journal file. [default: optuna.sqlite beside --db; optuna.journal with --workers > 1]")
+@click.option("--engine", is_flag=True,
+              help="Tune what a serving engine calls on DeepSeek-V3.2's indexer, in one run: fp8 decode next_n 1 and "
+                   "2 at pow2 batches over 4K..1M, fp8 prefill over ragged K, fp8 chunked prefill (tuner/presets.py; "
+                   "run.sh's GPU tune). The problem, batch and context options are its to decide.")
+@click.option("--model-seeds", default=3, show_default=True, type=click.IntRange(min=0),
+              help="The performance model's best configs (distinct in structure) each bucket's study times first "
+                   "(tuner/guide.py); 0: none.")
+@click.option("--climb", default=3, show_default=True, type=click.IntRange(min=0),
+              help="Local search: after each batch, this many untried one-step neighbours of the bucket's best "
+                   "config, the model's likeliest first; 0: none (TPE alone after the seeds).")
+@click.option("--stop-at-optimum/--no-stop-at-optimum", default=True, show_default=True,
+              help="A bucket whose best config's neighbours are all measured is done before --trials.")
+@click.option("--short-first/--no-short-first", default=True, show_default=True,
+              help="Multi-fidelity: time each config briefly first; one more than 5% behind the bucket's best keeps "
+                   "that short timing (never a winner), the others get the full replay count.")
+@click.option("--xcompile-cache", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Cross-compile results the model ranks with (registers, shared memory). "
+                   "[default: xcompile_cache.jsonl beside --db]")
 def tune(**options) -> None:
     """Search kernel configs per shape bucket on this GPU with Optuna; every trial goes to db/.
 

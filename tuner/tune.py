@@ -25,11 +25,13 @@ import torch
 from indexer_logits import _dispatch
 from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Config, Problem
 
+from . import guide
 from .buckets import parse_sizes
 from .envinfo import current
 from .evaluate import Evaluator, RunContext
 from .families import family_of
 from .optuna_space import OptunaSpace
+from .presets import ENGINE_DECIDES, engine_plan
 from .ownership import describe_storage, is_journal, open_storage, owner_tag, sampler_seed, unowned_grace_s
 from .render import template_hash
 from .search import Search, SearchSettings
@@ -89,6 +91,12 @@ class TuneSettings:
     workers: int = 1
     storage: Optional[str] = None
     seed_table: Optional[str] = None
+    engine: bool = False  # tuner.presets.engine_plan instead of the problem options
+    model_seeds: int = guide.SEEDS_PER_BUCKET  # the model's seeds per bucket (tuner.guide); 0: none
+    climb: int = 3  # the local search's neighbours per step (tuner.climb); 0: none
+    stop_at_optimum: bool = True  # a bucket whose best config's neighbours are measured is done
+    short_first: bool = True  # multi-fidelity: clear losers keep a short timing (tuner.evaluate)
+    xcompile_cache: Optional[Path] = None  # the model's cross-compile cache [default: xcompile_cache.jsonl beside --db]
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,20 @@ def _table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
     return tuple(out)
 
 
+def _engine(settings: TuneSettings) -> list:
+    """tuner.presets.engine_plan, refusing the problem options it decides and the interpreter."""
+    for name, unset in ENGINE_DECIDES.items():
+        value = getattr(settings, name)
+        if (tuple(value) if isinstance(value, (list, tuple)) else value) != unset:
+            option = "--" + name.replace("_", "-")
+            raise TuneUsageError(f"--engine decides the problems and buckets (tuner/presets.py); drop {option}",
+                                 param_hint=option)
+    if settings.interpret:
+        raise TuneUsageError("--engine tunes an engine's full-size problems on a GPU; under --interpret name small "
+                             "problems with --heads/--head-dim/--batch/--context instead", param_hint="--engine")
+    return engine_plan()
+
+
 def environment(interpret: bool) -> dict:
     """This machine as the trial rows record it (under the interpreter: the CPU, not the GPU)."""
     env = current().to_dict()
@@ -197,14 +219,20 @@ def prepare(settings: TuneSettings, slot=None) -> Prepared:
         grace_s = unowned_grace_s()  # before any work: a bad environment value is an error here
     except ValueError as exc:
         raise TuneError(str(exc)) from None
-    problems = _problems(family, dtype, next_n, page_size, scale_layout, heads, head_dim, lens_mode)
-    default_batches, default_contexts = family_of(family).default_batches, family_of(family).default_contexts
-    batches = _sizes(settings.batch, default_batches, "--batch")
-    contexts = _sizes(settings.context, default_contexts, "--context")
-    try:
-        plan = [(p, family_of(p).buckets(batches, contexts)) for p in problems]
-    except ValueError as exc:
-        raise TuneUsageError(str(exc), param_hint="--context") from None
+    if settings.engine:
+        plan = _engine(settings)
+        problems = [p for p, _ in plan]
+        batches = tuple(sorted({b.batch for _, bs in plan for b in bs}))
+        contexts = tuple(sorted({b.context for _, bs in plan for b in bs}))
+    else:
+        problems = _problems(family, dtype, next_n, page_size, scale_layout, heads, head_dim, lens_mode)
+        default_batches, default_contexts = family_of(family).default_batches, family_of(family).default_contexts
+        batches = _sizes(settings.batch, default_batches, "--batch")
+        contexts = _sizes(settings.context, default_contexts, "--context")
+        try:
+            plan = [(p, family_of(p).buckets(batches, contexts)) for p in problems]
+        except ValueError as exc:
+            raise TuneUsageError(str(exc), param_hint="--context") from None
     configs = _try_configs(settings.try_config)
     dot_dtypes = INTERPRETER_DOT_DTYPES[dtype][:1] if interpret else TUNED_DOT_DTYPES  # the cheapest exact one
     for config in configs:
@@ -266,12 +294,13 @@ def run(settings: TuneSettings, prepared: Optional[Prepared] = None, slot=None, 
     owner = owner_tag(run_id) if shared else None
     ctx = RunContext(run_id=run_id, gpu_slug=env["gpu_slug"], timer="wall_clock" if interpret else "cuda_graph",
                      env=env, template_hashes={p.family: template_hash(p.family) for p in problems}, target=target,
-                     interpret=interpret, replays=replays, timeout_s=timeout, seed=seed)
+                     interpret=interpret, replays=replays, timeout_s=timeout, seed=seed,
+                     short_first=settings.short_first)
     search_settings = SearchSettings(
         trials=trials, time_budget_s=time_budget, sampler=sampler, ask_batch=ask_batch, seed=seed, resume=resume,
         try_configs=prepared.configs, bucket_seeds=prepared.table_seeds, dot_dtypes=dot_dtypes, optuna_storage=spec,
         shared=shared, owner=owner or "", sampler_seed=sampler_seed(seed, slot.index if slot else 0) if shared else None,
-        unowned_grace_s=prepared.grace_s)
+        unowned_grace_s=prepared.grace_s, climb=settings.climb, stop_at_optimum=settings.stop_at_optimum)
 
     def gate_shape(problem: Problem) -> tuple[int, int]:
         family = family_of(problem)
@@ -297,13 +326,21 @@ def run(settings: TuneSettings, prepared: Optional[Prepared] = None, slot=None, 
                 f"{calibration['matmul_rate'] / 1e12:.0f} Tflop/s", err=True)
         store.record_run(run_id, json.dumps(env, sort_keys=True), args_json, calibration["copy_bw"],
                          calibration["matmul_rate"])
+        guidance = None
+        if settings.model_seeds or settings.climb:
+            guidance = guide.for_run(
+                prepared.plan, env, calibration, target, settings.interpret, "fp8" if settings.engine else dtype,
+                prepared.dot_dtypes[0], settings.model_seeds,
+                settings.xcompile_cache or db.with_name("xcompile_cache.jsonl"), settings.jobs,
+                (lambda line: None) if quiet or slot is not None else (lambda line: say(line, err=True)),
+                lambda line: say(line, err=True))
         if slot is None:
             progress = TqdmProgress(total=trials * sum(len(b) for _, b in plan), disable=quiet)
         else:  # the launching process draws one bar for all workers
             def progress(event: str, **kw) -> None:
                 if event == "trial":
                     events.put(("trial", slot.index))
-        search = Search(evaluator, search_settings, target=target, progress=progress)
+        search = Search(evaluator, search_settings, target=target, progress=progress, guide=guidance)
         summaries = search.run(plan)
     except RuntimeError as exc:  # the worker could not start, calibrate or build gate inputs
         raise TuneError(f"{exc}\n(trials measured so far are in {db}; --resume continues)") from exc
@@ -320,6 +357,9 @@ def run(settings: TuneSettings, prepared: Optional[Prepared] = None, slot=None, 
     for warning in evaluator.build_warnings[:3]:
         say(f"warning: {warning}", err=True)
     say(format_summary(summaries, db, search.totals))
+    if evaluator.seconds:
+        spent = ", ".join(f"{k} {v:.0f} s" for k, v in sorted(evaluator.seconds.items(), key=lambda kv: -kv[1]))
+        say(f"where the search's time went: {spent}")
 
 
 def _storage(db: Path, optuna_db: Optional[Path], storage: Optional[str], workers: int, resume: bool) -> tuple[str, bool]:
