@@ -74,7 +74,7 @@ def test_loop_records_infeasible_crash_and_timeout_and_goes_on(tmp_path):
     faults = json.dumps({"crash": [crash.slug], "hang": [hang.slug]})
     tries = [f"--try-config={c.to_json()}" for c in (infeasible, crash, hang)]
     result = _tune(["--heads", "64", "--batch", "1,2", "--context", "64", "--trials", "4", "--ask-batch", "4", "--timeout", "10",
-                    "--db", str(db), *tries], env={FAULTS_ENV: faults})
+                    "--db", str(db), "--model-seeds", "0", "--climb", "0", *tries], env={FAULTS_ENV: faults})
 
     rows = list(trial_rows(db).values())
     by_bucket = {}
@@ -365,6 +365,7 @@ def test_each_study_is_seeded_with_distinct_neighbour_winners():
     d = dataclasses.replace(default, block_t=256)
     searcher = S.Search.__new__(S.Search)
     searcher.s = S.SearchSettings()
+    searcher.guide = None  # the model's seeds: tests/test_guide.py
     searcher.winners = {problem.key: {Bucket(32, 8192): a, Bucket(16, 8192): a, Bucket(8, 8192): default,
                                       Bucket(64, 32768): b, Bucket(1, 4096): c, Bucket(256, 1 << 20): d}}
     queued = []
@@ -417,7 +418,7 @@ def test_seed_table_times_each_buckets_shipped_config_first(tmp_path):
     table.write_text(json.dumps({"entries": entries, "modules": modules}))
     db = tmp_path / "trials.sqlite"
     _tune(["--batch", "1,2,4", "--context", "64", "--trials", "1", "--ask-batch", "1", "--db", str(db),
-           "--seed-table", str(table)])
+           "--seed-table", str(table), "--model-seeds", "0"])
     got = {(r["bucket_batch"], r["config_key"], r["source"]) for r in trial_rows(db).values() if r["status"] == "ok"}
     assert got == {(1, ships[1].key, "seed:table"), (2, ships[2].key, "seed:table"), (4, default.key, "seed:default")}
 
