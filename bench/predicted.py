@@ -1,17 +1,20 @@
-"""The shipped H200 table's configs against a blind predicted H200 table's, timed in one process.
+"""The shipped H200 table's configs against other tables' (a blind predicted one, a fresh tune's),
+timed in one process.
 
-How good is `cli.py predict` on a GPU it was not fit to pick for? The blind table
-(docs/perf_logs/predicted_h200/dispatch.json: `cli.py predict --gpu h200` over the fp8 decode problems, next_n 1 and
-2; only its configs are read) and the shipped table (indexer_logits/tables/nvidia_h200/, tuned on
-the GPU) choose per bucket; this tool renders both choices with the current templates, gates the
-predicted ones once (reference, CUDA-graph replay with other lengths, poisoned block table), then
-per bucket times them alternately (A B A B ..., --rounds pairs) by CUDA-graph replay on the same
-inputs (4 block tables over a pool larger than the L2, as the tuner times), and prints each
-bucket's predicted / shipped ratio (median of the rounds) and the geometric mean. A bucket where
-both tables chose the same config is not timed (ratio 1 by construction). Stops timing when
---total-s is spent (the remaining buckets are listed as skipped).
+How good is `cli.py predict`, or a tune that never saw the H200 table (`python -m bench.blind_tune`),
+on a GPU it was not fit to pick for? The candidate tables (default: docs/perf_logs/predicted_h200/
+dispatch.json, `cli.py predict --gpu h200` over the fp8 decode problems, next_n 1 and 2; only their
+configs are read) and the shipped table (indexer_logits/tables/nvidia_h200/, tuned on the GPU)
+choose per bucket; this tool renders every choice with the current templates, gates the
+candidates' once (reference, CUDA-graph replay with other lengths, poisoned block table), then per
+bucket times the distinct choices alternately (A B C A B C ..., --rounds rounds) by CUDA-graph
+replay on the same inputs (4 block tables over a pool larger than the L2, as the tuner times), and
+prints each candidate's time / shipped (median of the rounds) per bucket and the geometric mean. A
+candidate that chose the shipped config scores 1 by construction; a bucket where every table chose
+the same config is not timed. Stops timing when --total-s is spent (the rest are listed as skipped).
 
-Usage (GPU host): python3 -m bench.predicted [--next-n 1,2] [--lens full] [--rounds 3] [--total-s 210]
+Usage (GPU host): python3 -m bench.predicted [--predicted [NAME=]PATH ...] [--next-n 1,2] [--lens full] [--rounds 3]
+                  [--total-s 210]
 No GPU:           python3 -m bench.predicted --cpu-smoke  (H=16, D=32 under the interpreter, wall clock;
                   the pairing and the report, not the figures)
                   python3 -m bench.predicted --stored  (per bucket: the same config or not, and where the
@@ -51,12 +54,21 @@ def table_configs(path: Path) -> dict:
 def pairs(shipped: dict, predicted: dict, next_ns, dtype: str = "fp8") -> list:
     """(problem, bucket, shipped config, predicted config) for the decode buckets both tables have,
     smallest first (context, batch, next_n): when --total-s runs out, the largest go untimed."""
+    return [(p, b, a, cs[0]) for p, b, a, cs in bucket_rows(shipped, [predicted], next_ns, dtype) if cs[0] is not None]
+
+
+def bucket_rows(shipped: dict, candidates: list, next_ns, dtype: str = "fp8") -> list:
+    """(problem, bucket, shipped config, [each candidate table's config or None]) for the 1-D fp8
+    decode buckets the shipped table and at least one candidate have, smallest first."""
+    keys = set()
+    for table in candidates:
+        keys |= {k for k in table if k in shipped}
     out = []
-    for (problem, bucket), config in predicted.items():
+    for problem, bucket in keys:
         if (problem.family != "decode_paged" or problem.cache_dtype != dtype or problem.next_n not in next_ns
-                or problem.lens_mode != "1d" or (problem, bucket) not in shipped):
+                or problem.lens_mode != "1d"):
             continue
-        out.append((problem, bucket, shipped[(problem, bucket)], config))
+        out.append((problem, bucket, shipped[(problem, bucket)], [t.get((problem, bucket)) for t in candidates]))
     return sorted(out, key=lambda r: (r[1][1], r[1][0], r[0].next_n))
 
 
@@ -65,28 +77,39 @@ def geo_mean(values) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
-def report(rows) -> str:
-    """rows: (problem, bucket, shipped, predicted, ratio or None when skipped)."""
-    lines = [f"{'n':>2s} {'bucket':>12s} {'shipped':28s} {'predicted':28s} {'shipped us':>10s} "
-             f"{'pred us':>9s} {'pred/shipped':>12s}"]
-    for problem, bucket, a, b, result in rows:
-        if result is None:
-            cells = ("-", "-", "skipped")
-        elif result == "same":
-            cells = ("-", "-", "1.000 same")
-        else:
-            cells = (f"{result[0]:.1f}", f"{result[1]:.1f}", f"{result[1] / result[0]:.3f}")
-        lines.append(f"{problem.next_n:2d} {bucket[0]:>4d}x{bucket[1]:<7d} {a.slug:28s} {b.slug:28s} "
-                     f"{cells[0]:>10s} {cells[1]:>9s} {cells[2]:>12s}")
-    ratios = {}
-    for problem, _, _, _, result in rows:
-        if result is not None:
-            ratios.setdefault(problem.next_n, []).append(1.0 if result == "same" else result[1] / result[0])
-    for n, rs in sorted(ratios.items()):
-        lines.append(f"next_n {n}: geo-mean predicted / shipped {geo_mean(rs):.3f} over {len(rs)} buckets "
-                     f"({sum(r <= 1.02 for r in rs)} within 2% or faster)")
-    everything = [r for rs in ratios.values() for r in rs]
-    lines.append(f"all: geo-mean predicted / shipped {geo_mean(everything):.3f} over {len(everything)} buckets")
+def report(rows, names=("predicted",)) -> str:
+    """rows: (problem, bucket, shipped, [candidate configs], result) where result is None (skipped)
+    or {config: median us}; a candidate's ratio is its config's time over the shipped config's
+    (1.000 by construction where it chose the shipped config)."""
+    head = f"{'n':>2s} {'bucket':>12s} {'shipped':28s} {'shipped us':>10s}"
+    for name in names:
+        head += f" {name[:28]:28s} {name[:14] + ' /':>16s}"
+    lines, ratios = [head], {name: {} for name in names}
+    for problem, bucket, a, cands, result in rows:
+        line = f"{problem.next_n:2d} {bucket[0]:>4d}x{bucket[1]:<7d} {a.slug:28s} "
+        line += f"{'-' if not result or a not in result else format(result[a], '.1f'):>10s}"
+        for name, c in zip(names, cands):
+            if c is None:
+                cell = "absent"
+            elif c == a:
+                cell = "1.000 same"
+            elif not result or c not in result:
+                cell = "skipped"
+            else:
+                cell = f"{result[c] / result[a]:.3f}"
+            if cell not in ("absent", "skipped"):
+                ratios[name].setdefault(problem.next_n, []).append(float(cell.split()[0]))
+            line += f" {'-' if c is None else c.slug:28s} {cell:>16s}"
+        lines.append(line)
+    for name in names:
+        for n, rs in sorted(ratios[name].items()):
+            lines.append(f"next_n {n}: geo-mean {name} / shipped {geo_mean(rs):.3f} over {len(rs)} buckets "
+                         f"({sum(r <= 1.02 for r in rs)} within 2% or faster), worst {max(rs):.3f}")
+        everything = [r for rs in ratios[name].values() for r in rs]
+        absent = sum(1 for *_, cands, _ in rows for nm, c in zip(names, cands) if nm == name and c is None)
+        worst = f", worst {max(everything):.3f}" if everything else ""
+        lines.append(f"all: geo-mean {name} / shipped {geo_mean(everything):.3f} over {len(everything)} buckets"
+                     f"{worst}" + (f", {absent} buckets absent from it" if absent else ""))
     return "\n".join(lines)
 
 
@@ -122,12 +145,21 @@ def stored_report(todo, scores: dict) -> str:
     return "\n".join(lines)
 
 
+def _name(path: Path) -> str:
+    """A candidate table's column name: NAME=PATH's name, else its folder (tables/<slug>/<kind>/dispatch.json)."""
+    parts = Path(path).parts
+    return "/".join(parts[-3:-1]) if len(parts) >= 3 else Path(path).stem
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.predicted", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--predicted", type=Path, default=BLIND_TABLE, help="the predicted table (a dispatch.json)")
+    ap.add_argument("--predicted", action="append", default=None, metavar="[NAME=]PATH",
+                    help="a candidate table (a dispatch.json; repeatable: every candidate is timed in the same "
+                         "rounds) [default: the blind predicted H200 table]")
     ap.add_argument("--shipped", type=Path, default=SHIPPED_TABLE, help="the tuned table (a dispatch.json)")
     ap.add_argument("--next-n", default="1,2", help="decode draft tokens, a comma list")
+    ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"], help="the decode problems' dtype")
     ap.add_argument("--lens", default="full", choices=["full", "quarter"], help="how the timed lengths are filled")
     ap.add_argument("--rounds", type=int, default=3, help="A/B pairs timed per bucket")
     ap.add_argument("--replays", type=int, default=10)
@@ -139,23 +171,32 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cpu_smoke:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+    named, items = [], args.predicted or [str(BLIND_TABLE)]
+    for item in items:  # NAME=PATH; one unnamed candidate is "predicted", several are named by their folders
+        name, _, path = item.rpartition("=") if "=" in item else ("", "", item)
+        named.append((name or ("predicted" if len(items) == 1 else _name(Path(path))), Path(path)))
+    names = [n for n, _ in named]
     try:
         next_ns = [int(v) for v in args.next_n.split(",") if v.strip()]
-        todo = pairs(table_configs(args.shipped), table_configs(args.predicted), next_ns)
+        shipped = table_configs(args.shipped)
+        tables = [table_configs(path) for _, path in named]
+        todo = bucket_rows(shipped, tables, next_ns, args.dtype)
     except (OSError, ValueError, KeyError) as exc:
         ap.error(f"--predicted/--shipped/--next-n: {exc}")
     if not todo:
-        ap.error("no fp8 decode bucket is in both tables for these next_n")
+        ap.error(f"no {args.dtype} decode bucket is in both tables for these next_n")
     if args.stored is not None:
         if not args.stored.is_file():
             ap.error(f"--stored: no trial store at {args.stored}")
-        print(stored_report(todo, stored_scores(args.stored)))
+        print(stored_report([(p, b, a, cs[0]) for p, b, a, cs in todo if cs[0] is not None],
+                            stored_scores(args.stored)))
         return 0
 
     import torch
 
     if not args.cpu_smoke and not torch.cuda.is_available():
         return no_cuda("with --cpu-smoke")
+    from indexer_logits._identity import Bucket
     from tuner.families import run_all_gates
     from tuner.gates import GateFailure
     from tuner.inputs import make_decode_inputs
@@ -163,12 +204,12 @@ def main(argv=None) -> int:
     from tuner.render import emit, load_module
 
     smoke, device = args.cpu_smoke, "cpu" if args.cpu_smoke else "cuda"
-    if smoke:  # the pairing and the report on tiny shapes: one pair per next_n
+    if smoke:  # the pairing and the report on tiny shapes: one bucket per next_n
         firsts = {}
-        for p, b, a, c in todo:
-            firsts.setdefault(p.next_n, (replace(p, heads=16, head_dim=32), b, replace(a, dot_dtype="fp16"),
-                                         replace(c, dot_dtype="fp16")))
-        todo = [(p, bucket, a, c) for (p, _, a, c), bucket in zip(firsts.values(), SMOKE_BUCKETS)]
+        for p, b, a, cs in todo:
+            small = lambda c: None if c is None else replace(c, dot_dtype="fp16")  # noqa: E731
+            firsts.setdefault(p.next_n, (replace(p, heads=16, head_dim=32), small(a), [small(c) for c in cs]))
+        todo = [(p, bucket, a, cs) for (p, a, cs), bucket in zip(firsts.values(), SMOKE_BUCKETS)]
     gen = Path(tempfile.mkdtemp(prefix="bench_predicted_"))
     modules, rejected = {}, set()
     start = time.perf_counter()  # --total-s counts the gates and compiles too
@@ -178,39 +219,34 @@ def main(argv=None) -> int:
             modules[(problem, config)] = load_module(emit(problem, config, gen))
         return modules[(problem, config)]
 
-    for problem in dict.fromkeys(p for p, *_ in todo):
+    for problem in dict.fromkeys(p for p, *_ in todo):  # the candidates' configs are gated; the shipped ones were
         gate_in = make_decode_inputs(problem, 3, 700 if smoke else 4096, "random", seed=1, device=device)
-        for config in dict.fromkeys(c for p, _, _, c in todo if p == problem):
+        for config in dict.fromkeys(c for p, _, a, cs in todo if p == problem for c in cs if c not in (None, a)):
             try:
                 run_all_gates(module(problem, config), problem, gate_in, False)
             except GateFailure as exc:
-                print(f"REJECT predicted {problem.slug} {config.slug}: {exc}", flush=True)
+                print(f"REJECT {problem.slug} {config.slug}: {exc}", flush=True)
                 rejected.add((problem, config))
     rows = []
-    for problem, bucket, shipped, predicted in todo:
-        if (problem, predicted) in rejected or time.perf_counter() - start > args.total_s:
-            rows.append((problem, bucket, shipped, predicted, None))
+    for problem, bucket, shipped_config, cands in todo:
+        configs = [c for c in dict.fromkeys([shipped_config, *cands]) if c is not None and (problem, c) not in rejected]
+        if len(configs) == 1 or time.perf_counter() - start > args.total_s:
+            rows.append((problem, bucket, shipped_config, cands, None))
             continue
-        if shipped == predicted:
-            rows.append((problem, bucket, shipped, predicted, "same"))
-            continue
-        from indexer_logits._identity import Bucket
-
         kw = {"min_pool_bytes": 1 << 20} if smoke else {}
         sets = timing_inputs(problem, Bucket(*bucket), args.lens, device=device, **kw)
-        times = {"a": [], "b": []}
-        for _ in range(args.rounds):
-            for key, config in (("a", shipped), ("b", predicted)):
+        times = {c: [] for c in configs}
+        for _ in range(args.rounds):  # alternating: A B C A B C ...
+            for config in configs:
                 t = time_candidate(module(problem, config), sets, False,
                                    method="wall_clock" if smoke else "cuda_graph", replays=args.replays)
-                times[key].append(t.p50_ms * 1e3)
-        rows.append((problem, bucket, shipped, predicted,
-                     (statistics.median(times["a"]), statistics.median(times["b"]))))
-        print(report(rows[-1:]).splitlines()[1], flush=True)
+                times[config].append(t.p50_ms * 1e3)
+        rows.append((problem, bucket, shipped_config, cands, {c: statistics.median(v) for c, v in times.items()}))
+        print(report(rows[-1:], names).splitlines()[1], flush=True)
         del sets
         if not smoke:
             torch.cuda.empty_cache()
-    print("\n" + report(rows))
+    print("\n" + report(rows, names))
     return 1 if rejected else 0
 
 

@@ -2,6 +2,7 @@
 and its geo-means, the committed blind H200 table, a CPU smoke run under the interpreter (gates,
 alternating wall-clock timings, the report) and, on a GPU, a short timed run."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -46,13 +47,27 @@ def test_pairs_follow_the_buckets_both_tables_have():
 
 
 def test_report_and_geo_means():
-    rows = [(N1, (1, 4096), OTHER, OTHER, "same"), (N1, (64, 8192), OTHER, OTHER, (20.0, 25.0)),
-            (N2, (1, 4096), OTHER, OTHER, (10.0, 9.0)), (N2, (8, 4096), OTHER, OTHER, None)]
+    ship = dataclasses.replace(OTHER, num_stages=2)
+    rows = [(N1, (1, 4096), ship, [ship], None), (N1, (64, 8192), ship, [OTHER], {ship: 20.0, OTHER: 25.0}),
+            (N2, (1, 4096), ship, [OTHER], {ship: 10.0, OTHER: 9.0}), (N2, (8, 4096), ship, [OTHER], None)]
     text = tool.report(rows)
     assert "1.000 same" in text and "1.250" in text and "0.900" in text and "skipped" in text
     assert f"next_n 1: geo-mean predicted / shipped {tool.geo_mean([1.0, 1.25]):.3f} over 2 buckets" in text
-    assert "next_n 2: geo-mean predicted / shipped 0.900 over 1 buckets (1 within 2% or faster)" in text
+    assert "next_n 2: geo-mean predicted / shipped 0.900 over 1 buckets (1 within 2% or faster), worst 0.900" in text
     assert text.splitlines()[-1].startswith("all: geo-mean predicted / shipped") and "over 3 buckets" in text
+
+
+def test_several_candidates_share_the_rounds_and_absent_buckets_are_counted():
+    ship, slow = dataclasses.replace(OTHER, num_stages=2), dataclasses.replace(OTHER, num_warps=8)
+    shipped = {(N1, (64, 8192)): ship, (N1, (1, 4096)): ship}
+    tuned, predicted = {(N1, (64, 8192)): OTHER}, {(N1, (64, 8192)): slow, (N1, (1, 4096)): ship}
+    todo = tool.bucket_rows(shipped, [tuned, predicted], [1])
+    assert [(b, cs) for _, b, _, cs in todo] == [((1, 4096), [None, ship]), ((64, 8192), [OTHER, slow])]
+    rows = [(*todo[0], None), (*todo[1], {ship: 10.0, OTHER: 10.2, slow: 11.0})]
+    text = tool.report(rows, ["tuned", "predicted"])
+    assert "absent" in text and "1.020" in text and "1.100" in text
+    assert "all: geo-mean tuned / shipped 1.020 over 1 buckets, worst 1.020, 1 buckets absent from it" in text
+    assert f"all: geo-mean predicted / shipped {tool.geo_mean([1.0, 1.1]):.3f} over 2 buckets, worst 1.100" in text
 
 
 def test_the_committed_blind_table_covers_the_fp8_decode_buckets():

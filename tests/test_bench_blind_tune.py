@@ -1,0 +1,61 @@
+"""bench/blind_tune.py: it runs run.sh's GPU tune line itself (read from run.sh, so the check and
+the main job cannot drift apart), on a store of its own, away from the shipped table and store;
+the phases' commands without a GPU; the refusal without one."""
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import blind_tune as tool
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_it_runs_run_sh_s_tune_line():
+    args = tool.run_sh_tune()
+    assert args[:2] == ["tune", "--engine"] and "--time-budget" in args
+    line = next(ln for ln in (ROOT / "run.sh").read_text().splitlines() if "cli.py tune --engine" in ln)
+    assert shlex.split(line)[-len(args):] == args
+
+
+def test_fresh_stores_stay_out_of_db(tmp_path):
+    opts = tool.fresh(tmp_path, "fresh")
+    assert opts[opts.index("--db") + 1] == str(tmp_path / "fresh" / "trials.sqlite")
+    assert opts[opts.index("--optuna-db") + 1] == str(tmp_path / "fresh" / "optuna.sqlite")
+    assert opts[opts.index("--xcompile-cache") + 1] == str(tool.XCOMPILE_CACHE)  # compile facts only, no timings
+    assert "--seed-table" not in tool.run_sh_tune()
+
+
+def test_plan_and_refusal_without_a_gpu():
+    plan = subprocess.run([sys.executable, "-m", "bench.blind_tune", "plan"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert plan.returncode == 0 and "cli.py tune --engine" in plan.stdout and "bench.predicted" in plan.stdout
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the refusal is for machines without a GPU")
+    proc = subprocess.run([sys.executable, "-m", "bench.blind_tune", "tune", "--out", "/tmp/none"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "no CUDA device" in proc.stderr
+
+
+def test_emitted_table_wants_one_gpu(tmp_path):
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / "dispatch.json").write_text("{}")
+    with pytest.raises(SystemExit, match="expected one GPU's table"):
+        tool.emitted_table(tmp_path)
+    (tmp_path / "gpu").mkdir()
+    (tmp_path / "gpu" / "dispatch.json").write_text("{}")
+    assert tool.emitted_table(tmp_path) == tmp_path / "gpu" / "dispatch.json"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_untuned_on_one_bucket(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench.blind_tune", "untuned", "--out", str(tmp_path), "--batch", "8",
+                           "--context", "4K", "--total-s", "30"], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "all: geo-mean fast / shipped" in proc.stdout
