@@ -89,6 +89,9 @@ from .common import DB_DIR, FamilyChoice
 @click.option("--short-first/--no-short-first", default=True, show_default=True,
               help="Multi-fidelity: time each config briefly first; one more than 5% behind the bucket's best keeps "
                    "that short timing (never a winner), the others get the full replay count.")
+@click.option("--transfer/--no-transfer", default=True, show_default=True,
+              help="Seed each bucket with the configs other GPUs' tuned tables (indexer_logits/tables/<slug>/) ship "
+                   "for it; this GPU's own table seeds only through --seed-table.")
 @click.option("--xcompile-cache", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Cross-compile results the model ranks with (registers, shared memory). "
                    "[default: xcompile_cache.jsonl beside --db]")

@@ -316,3 +316,27 @@ def test_a_guided_tune_under_the_interpreter_seeds_from_the_model_and_climbs(tmp
     assert {"seed:model:1", "seed:model:2", "seed:model:3"} <= set(sources)
     assert any(s.startswith("local:") for s in sources)
     assert "where the search's time went:" in result.output
+
+
+def test_other_gpus_tuned_tables_seed_a_new_gpu_but_not_its_own_or_predicted_ones(tmp_path):
+    import json
+    import shutil
+
+    from tuner.transfer import transfer_seeds, tuned_tables
+    from indexer_logits._dispatch import TABLES_DIR
+
+    for slug in ("nvidia_h200", "default"):
+        shutil.copytree(TABLES_DIR / slug, tmp_path / slug, ignore=shutil.ignore_patterns("*.py"))
+    pred = tmp_path / "some_board" / "dispatch.json"
+    pred.parent.mkdir()
+    table = json.loads((tmp_path / "nvidia_h200" / "dispatch.json").read_text())
+    table["provenance"]["kind"] = "predicted"
+    pred.write_text(json.dumps(table))
+    assert tuned_tables(tmp_path, "nvidia_rtx_pro_6000") == [("nvidia_h200", tmp_path / "nvidia_h200" / "dispatch.json")]
+    assert tuned_tables(tmp_path, "nvidia_h200") == []  # its own table never seeds a fresh tune
+    plan = [(DECODE, [Bucket(64, 8192), Bucket(3, 4096)])]
+    seeds = transfer_seeds(plan, "nvidia_rtx_pro_6000", ("native",), tmp_path)
+    shipped = {(e["bucket"]["batch"], e["bucket"]["context"]): e["variant"] for e in table["entries"]
+               if e["problem"] == DECODE.to_dict()}
+    assert [(k[1:], c, src) for k, c, src in seeds] == [  # (3, 4096) is no bucket of that table
+        ((64, 8192), Config.from_dict(table["modules"][shipped[(64, 8192)]]["config"]), "seed:transfer:nvidia_h200")]

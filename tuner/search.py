@@ -5,8 +5,8 @@
   (`load_if_exists`). The space as Optuna sees it is tuner.optuna_space; the summaries, the
   end-of-run table and the progress bar are tuner.summary.
 - Each study is seeded (enqueue_trial) with a table's config (`--seed-table`), configs the user
-  names, the performance model's best few points for the bucket (tuner.guide), the family default
-  config, and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct
+  names, the performance model's best few points for the bucket (tuner.guide), other GPUs' tuned
+  choices (tuner.transfer), the family default config, and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct
   configs); its sampler's seed is derived from the run's seed and the study name.
 - The local search (`climb` > 0): after every batch, the best config of the bucket so far has its
   one-step neighbours (tuner.space.neighbours) ranked by the model and the first `climb` not yet
@@ -72,6 +72,8 @@ class SearchSettings:
     # (tuner.ownership.unowned_grace_s: UNOWNED_GRACE_S or $INDEXER_TUNER_UNOWNED_GRACE_S)
     unowned_grace_s: float = UNOWNED_GRACE_S
     climb: int = 0  # neighbours of the bucket's best enqueued after each batch (0: no local search)
+    # ((problem key, batch, context), Config, source): other GPUs' tuned choices (tuner.transfer)
+    transfer_seeds: tuple = ()
     stop_at_optimum: bool = False  # a bucket whose best has no untried neighbour left is done
 
 
@@ -173,7 +175,7 @@ class Search:
         pending = self._unfinished(study, space)
         self.progress(event="bucket", problem=problem, bucket=bucket, goal=goal, counted=len(counted), eta_s=self.eta_s)
         stale, first = 0, True
-        best = self._stored_best(problem, bucket)  # (score, config) the local search climbs from
+        best = self._stored_best(problem, bucket) if self.s.climb else None  # (score, config) the climb's start
         while len(counted) < goal or pending:
             now = time.monotonic()
             if run_end is not None and now > run_end:
@@ -262,8 +264,6 @@ class Search:
 
     def _stored_best(self, problem: Problem, bucket: Bucket):
         """(score, config) of the bucket's best ok row in the store (this GPU, template, timer), or None."""
-        if not self.s.climb:
-            return None
         probe = BucketSummary(problem, bucket)
         self._summarize(probe)
         return None if probe.best is None else (probe.best["score_ms"], Config.from_json(probe.best["config_json"]))
@@ -374,6 +374,7 @@ class Search:
         seeds += [(c, "seed:user") for c in self.s.try_configs]
         if self.guide is not None:
             seeds += [(c, f"seed:model:{i + 1}") for i, c in enumerate(self.guide.seeds_for(problem, bucket))]
+        seeds += [(c, src) for (key, c, src) in self.s.transfer_seeds if key == (problem.key, bucket.batch, bucket.context)]
         seeds += [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
         # The winners of finished buckets, nearest first, up to NEIGHBOUR_SEEDS distinct configs:
         # few configs win most buckets, and the nearest one's winner alone was often not among them.

@@ -22,10 +22,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from indexer_logits import _dispatch
 from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Config, Problem
 
-from . import guide
+from . import guide, transfer
 from .buckets import parse_sizes
 from .envinfo import current
 from .evaluate import Evaluator, RunContext
@@ -96,6 +95,7 @@ class TuneSettings:
     climb: int = 3  # the local search's neighbours per step (tuner.climb); 0: none
     stop_at_optimum: bool = True  # a bucket whose best config's neighbours are measured is done
     short_first: bool = True  # multi-fidelity: clear losers keep a short timing (tuner.evaluate)
+    transfer: bool = True  # other GPUs' tuned tables seed each bucket (tuner.transfer)
     xcompile_cache: Optional[Path] = None  # the model's cross-compile cache [default: xcompile_cache.jsonl beside --db]
 
 
@@ -149,40 +149,6 @@ def _try_configs(texts: Sequence[str]) -> tuple[Config, ...]:
         except (ValueError, TypeError) as exc:
             raise TuneUsageError(f"expected a Config as JSON, e.g. '{Config().to_json()}': {exc}",
                                  param_hint="--try-config") from None
-    return tuple(out)
-
-
-def _table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
-    """((problem key, batch, context), Config) for every bucket of `plan` that the dispatch table
-    `seed_table` (a GPU slug under indexer_logits/tables/, or a dispatch.json path) ships a config for.
-
-    A problem with 2-D lengths that the table has no entry for is seeded with its 1-D twin's
-    entry at the same bucket: the two kernels differ only in how a row's length is read (one
-    int32 per row instead of per request), so the 1-D winner is the best-known start, and
-    `--lens-mode 2d --seed-table <gpu> --trials 1` turns a 1-D table into measured 2-D entries."""
-    if not seed_table:
-        return ()
-    path = Path(seed_table)
-    if path.suffix != ".json":
-        path = _dispatch.TABLES_DIR / seed_table / "dispatch.json"
-    if not path.is_file():
-        raise TuneUsageError(f"expected a GPU slug with a table under indexer_logits/tables/ or a dispatch.json "
-                             f"path; {path} does not exist", param_hint="--seed-table")
-    try:
-        table = json.loads(path.read_text())
-        shipped = {(Problem(**e["problem"]).key, e["bucket"]["batch"], e["bucket"]["context"]):
-                   Config.from_dict(table["modules"][e["variant"]]["config"]) for e in table["entries"]}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise TuneUsageError(f"{path} is not a dispatch table: {exc!r}", param_hint="--seed-table") from None
-    out = []
-    for problem, buckets in plan:
-        twin = dataclasses.replace(problem, lens_mode="1d").key if problem.lens_mode == "2d" else None
-        for bucket in buckets:
-            config = shipped.get((problem.key, bucket.batch, bucket.context))
-            if config is None and twin is not None:
-                config = shipped.get((twin, bucket.batch, bucket.context))
-            if config is not None and config.dot_dtype in dot_dtypes:
-                out.append(((problem.key, bucket.batch, bucket.context), config))
     return tuple(out)
 
 
@@ -246,7 +212,10 @@ def prepare(settings: TuneSettings, slot=None) -> Prepared:
                 f"{config.to_json()} would be timed as {space.config(params).to_json()}: the space ties "
                 f"{space.ties_text}",
                 param_hint="--try-config")
-    table_seeds = _table_seeds(settings.seed_table, plan, dot_dtypes)
+    try:
+        table_seeds = transfer.table_seeds(settings.seed_table, plan, dot_dtypes)
+    except ValueError as exc:
+        raise TuneUsageError(str(exc), param_hint="--seed-table") from None
 
     if not interpret and not torch.cuda.is_available():
         raise TuneError(
@@ -300,7 +269,8 @@ def run(settings: TuneSettings, prepared: Optional[Prepared] = None, slot=None, 
         trials=trials, time_budget_s=time_budget, sampler=sampler, ask_batch=ask_batch, seed=seed, resume=resume,
         try_configs=prepared.configs, bucket_seeds=prepared.table_seeds, dot_dtypes=dot_dtypes, optuna_storage=spec,
         shared=shared, owner=owner or "", sampler_seed=sampler_seed(seed, slot.index if slot else 0) if shared else None,
-        unowned_grace_s=prepared.grace_s, climb=settings.climb, stop_at_optimum=settings.stop_at_optimum)
+        unowned_grace_s=prepared.grace_s, climb=settings.climb, stop_at_optimum=settings.stop_at_optimum,
+        transfer_seeds=transfer.transfer_seeds(plan, env["gpu_slug"], dot_dtypes) if settings.transfer else ())
 
     def gate_shape(problem: Problem) -> tuple[int, int]:
         family = family_of(problem)
