@@ -81,9 +81,10 @@ from .common import DB_DIR, FamilyChoice
 @click.option("--model-seeds", default=3, show_default=True, type=click.IntRange(min=0),
               help="The performance model's best configs (distinct in structure) each bucket's study times first "
                    "(tuner/guide.py); 0: none.")
-@click.option("--climb", default=3, show_default=True, type=click.IntRange(min=0),
-              help="Local search: after each batch, this many untried one-step neighbours of the bucket's best "
-                   "config, the model's likeliest first; 0: none (TPE alone after the seeds).")
+@click.option("--climb", default=5, show_default=True, type=click.IntRange(min=0),
+              help="Local search: after each batch, the untried ones among this many one-step neighbours of the "
+                   "bucket's best config, the model's likeliest; when all are measured the bucket is at a local "
+                   "optimum. 0: none (TPE alone after the seeds).")
 @click.option("--stop-at-optimum/--no-stop-at-optimum", default=True, show_default=True,
               help="A bucket whose best config's neighbours are all measured is done before --trials.")
 @click.option("--short-first/--no-short-first", default=True, show_default=True,

@@ -22,7 +22,8 @@ from tuner.evaluate import PROMOTE_WITHIN, Evaluator, RunContext, Verdict
 from tuner.model import estimate_resources, rank_us
 from tuner.optuna_space import OptunaSpace
 from tuner.presets import engine_plan
-from tuner.search import Search, SearchSettings, eta_s
+from tuner.schedule import eta_s
+from tuner.search import Search, SearchSettings
 from tuner.space import TARGETS, axes_of, is_feasible, neighbours, tied
 from tuner.store import Store, TrialRow, now_iso, trial_key
 from tuner.summary import BucketSummary, fill_summary
@@ -135,10 +136,17 @@ class _Fake:
         return out
 
 
+class _Oracle(guide.Guide):
+    """A model that ranks neighbours by the fake's own score (the climb's mechanism, not the model's accuracy)."""
+
+    def order(self, problem, bucket, configs):
+        return sorted(configs, key=lambda c: (_Fake(None, BEST).score(problem, c), c.key))
+
+
 def _search(tmp_path, start: Config, **settings):
     store = Store(tmp_path / "trials.sqlite")
     fake = _Fake(store, BEST)
-    g = guide.Guide(H200, seeds={(DECODE.key, 64, 8192): (start,)})
+    g = _Oracle(H200, seeds={(DECODE.key, 64, 8192): (start,)})
     s = SearchSettings(optuna_storage=f"sqlite:///{tmp_path / 'optuna.sqlite'}", ask_batch=3, dot_dtypes=("native",),
                        **settings)
     search = Search(fake, s, target=TARGETS["sm_90"], guide=g)
@@ -178,8 +186,11 @@ def test_climb_enqueues_untried_neighbours_the_model_likes_best(tmp_path):
                                         if space.params_of(c) is not None])[:2]
     assert queued == expected
     assert {t.user_attrs["source"] for t in study.get_trials()} == {f"local:{BEST.slug}"}
-    assert climb_mod.climb(study, space, DECODE, bucket, BEST, 2, TARGETS["sm_90"], guide=g) == 2  # the next two
-    assert len(climb_mod.in_study(study, space)) == 4
+    # the model's two likeliest neighbours are the neighbourhood: nothing more to queue (a local optimum)
+    assert climb_mod.climb(study, space, DECODE, bucket, BEST, 2, TARGETS["sm_90"], guide=g) == 0
+    assert len(climb_mod.in_study(study, space)) == 2
+    # without a guide every neighbour is in it, `width` a step
+    assert climb_mod.climb(study, space, DECODE, bucket, BEST, 2, TARGETS["sm_90"]) == 2
 
 
 def test_eta_weights_the_buckets_left_and_is_capped_by_the_budget():

@@ -342,6 +342,7 @@ def test_time_budget_is_shared_by_bucket_cost(monkeypatch):
     monkeypatch.setattr(S.Search, "tune_bucket", fake_tune_bucket)
     searcher = S.Search.__new__(S.Search)
     searcher.s = S.SearchSettings(time_budget_s=100.0)
+    searcher.guide = None
     searcher.run(plan)
     got = dict(shares)
     weights = {b: S.bucket_weight(Problem(), b) for b in got}

@@ -36,10 +36,12 @@ def waiting(study) -> bool:
 
 def climb(study, space: OptunaSpace, problem: Problem, bucket: Bucket, best: Config, width: int, target=None,
           dot_dtypes: Sequence[str] = ("native",), guide=None) -> int:
-    """Enqueue up to `width` untried neighbours of `best` (source 'local:<best>'); returns how many."""
+    """Enqueue the untried ones among the `width` neighbours of `best` the model likes best (all
+    of them in axis order without a guide: then `width` is how many a step takes); returns how
+    many. 0 means the best config's neighbourhood is measured: a local optimum."""
     near = neighbours(problem, best, target, dot_dtypes)
     if guide is not None:
-        near = guide.order(problem, bucket, near)
+        near = guide.order(problem, bucket, near)[:width]
     tried = in_study(study, space)
     queued = 0
     for config in near:

@@ -30,12 +30,11 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import __version__
-from .families import family_of
 from .ownership import claim_once, owner_run_id
 from .prebuild import LaunchShape, Prebuilder
 from indexer_logits._identity import Bucket, Config, Problem, variant_name
 from .space import InfeasibleConfig, Target, check
-from .store import FULL_TIMING, RETRIED_STATUSES, Store, TrialRow, gate_key, now_iso, trial_key
+from .store import FULL_TIMING, RETRIED_STATUSES, Store, TrialRow, fill_timings, gate_key, now_iso, score_of, trial_key
 from .worker import Worker, WorkerUnavailable
 
 PREPARE_TIMEOUT_MIN_S = 600.0  # building a bucket's inputs (gigabytes on a GPU) is not a candidate
@@ -90,7 +89,8 @@ class Evaluator:
         self.builder = Prebuilder(ctx.interpret, src_dir, jobs)
         self.calibration: dict = {"copy_bw": None, "matmul_rate": None}
         self._gates: dict[str, dict] = {}  # gate_key -> gate row
-        self._built: set[tuple] = set()  # (variant name, bucket) built by the pool in this run
+        self._built: set[tuple] = set()  # (variant name, specialisation) built by the pool in this run
+        self._ahead: dict[tuple, Bucket] = {}  # (variant name, specialisation) -> the bucket it is prefetched for
         self._gate_ready: Optional[str] = None  # problem key whose gate inputs the worker holds
         self._bucket_ready: Optional[tuple[str, str]] = None
         self.build_warnings: list[str] = []
@@ -197,23 +197,48 @@ class Evaluator:
 
     # -- building and measuring -------------------------------------------------------------
 
+    @staticmethod
+    def _specialisation(config: Config, bucket: Bucket) -> tuple:
+        """What of a bucket can change the compiled kernel: a batch of 1 becomes a constant, and the
+        persistent grid takes next_power_of_2(batch) as a constexpr; the widths' integers are all
+        multiples of 16 over the grid. Built once per (variant, this): a wrong guess only means the
+        worker's first launch compiles."""
+        batch = bucket.batch
+        return (batch == 1, 1 << (batch - 1).bit_length() if config.programs_per_sm else 0)
+
+    def _shapes(self, problem: Problem, bucket: Bucket) -> list:
+        gb, gc = self.gate_shape(problem)
+        return [LaunchShape(gb, gc, True), LaunchShape(gb, gc, False), LaunchShape(bucket.batch, bucket.context, False)]
+
+    def prefetch(self, problem: Problem, bucket: Bucket, configs: Sequence[Config]) -> None:
+        """Start building, in the background, configs this bucket will ask for (its seeds)."""
+        todo = [c for c in dict.fromkeys(configs) if (variant_name(problem, c), self._specialisation(c, bucket))
+                not in self._built and (variant_name(problem, c), self._specialisation(c, bucket)) not in self._ahead]
+        if todo:
+            self.builder.prefetch(problem, todo, self._shapes(problem, bucket))
+            for c in todo:
+                self._ahead[(variant_name(problem, c), self._specialisation(c, bucket))] = bucket
+
     def _build(self, configs: Sequence[Config], problem: Problem, bucket: Bucket) -> None:
         """Render/import/compile the configs not built yet, in parallel; a failure is the
         config's gate verdict ('compile_error')."""
-        # Per (config, bucket): the batch size can change what Triton specialises on (a batch of
-        # 1 becomes a constant; the persistent grid takes next_power_of_2(batch) as constexpr).
         gates = {c.key: self._known_gate(problem, c) for c in configs}
-        need = [c for c in configs if (variant_name(problem, c), bucket) not in self._built
+        need = [c for c in configs if (variant_name(problem, c), self._specialisation(c, bucket)) not in self._built
                 and (gates[c.key] is None or gates[c.key]["status"] == "ok")]
         if not need:
             return
         self.worker.start()  # its imports (and CUDA start-up) overlap the builds
-        gb, gc = self.gate_shape(problem)
-        shapes = [LaunchShape(gb, gc, True), LaunchShape(gb, gc, False), LaunchShape(bucket.batch, bucket.context, False)]
+        # a prefetched build is waited for under the shapes it was started with (same specialisation)
+        groups: dict = {}
+        for c in need:
+            ahead = self._ahead.pop((variant_name(problem, c), self._specialisation(c, bucket)), bucket)
+            groups.setdefault(ahead, []).append(c)
+        built = []
         with self._phase("build"):
-            built = self.builder.build(problem, need, shapes)
+            for shape_bucket, group in groups.items():
+                built += self.builder.build(problem, group, self._shapes(problem, shape_bucket))
         for result in built:
-            self._built.add((variant_name(problem, result.config), bucket))
+            self._built.add((variant_name(problem, result.config), self._specialisation(result.config, bucket)))
             if result.status != "ok":
                 self._remember_gate(problem, result.config, result.status, result.detail, {})
             elif result.detail and len(self.build_warnings) < 20:
@@ -300,7 +325,7 @@ class Evaluator:
                 reply = self.worker.request("time", {**payload, "fidelity": "short"}, self.ctx.timeout_s)
             if not reply.ok:
                 return self._record(problem, bucket, config, source, reply.status, f"timing: {reply.detail}", gate=gate)
-            short = _score(problem, reply.data)
+            short = score_of(problem, reply.data)
             if short > best * PROMOTE_WITHIN:
                 return self._record(problem, bucket, config, source, "ok",
                                     f"cut after a short timing: {short / best:.3f}x the bucket's best",
@@ -355,31 +380,6 @@ class Evaluator:
             row.rel_err, row.registers = gate.get("rel_err"), gate.get("registers")
             row.spills, row.shared_bytes = gate.get("spills"), gate.get("shared_bytes")
         if timings is not None:
-            _fill_timings(row, problem, timings)
+            fill_timings(row, problem, timings)
         self.store.record(row)  # autocommit: a killed run keeps every row written so far
         return Verdict(status, row.score_ms, row.to_dict(), fresh=True, measured=timings is not None)
-
-
-def _score(problem: Problem, timings: dict) -> float:
-    """The objective of a timing reply, as _fill_timings computes it."""
-    score = timings["full"]["p50_ms"]
-    if "partial" in timings and "quarter" in family_of(problem).timing_lens:
-        score += timings["partial"]["p50_ms"]
-    return score
-
-
-def _fill_timings(row: TrialRow, problem: Problem, timings: dict) -> None:
-    """The objective: p50 at full lengths plus p50 at partly filled lengths (decode), else p50."""
-    full = timings["full"]
-    row.timer = full["method"]
-    row.p20_ms, row.p50_ms, row.p80_ms = full["p20_ms"], full["p50_ms"], full["p80_ms"]
-    row.floor_ms = full.get("floor_ms")
-    if row.floor_ms:
-        row.frac_of_floor = row.floor_ms / row.p50_ms
-    row.score_ms = row.p50_ms
-    if "partial" in timings and "quarter" in family_of(problem).timing_lens:
-        part = timings["partial"]
-        row.partial_p50_ms = part["p50_ms"]
-        row.score_ms += part["p50_ms"]
-        if part.get("floor_ms"):
-            row.partial_frac_of_floor = part["floor_ms"] / part["p50_ms"]

@@ -28,7 +28,8 @@ from .interp import environ_set
 from .ownership import describe_storage, open_storage
 from .optuna_space import OptunaSpace, study_name
 from .render import template_hash
-from .search import OTHER_WORKERS_NOTE, tuning_order
+from .schedule import tuning_order
+from .search import OTHER_WORKERS_NOTE
 from .store import Store, now_iso
 from .summary import BucketSummary, RunTotals, fill_summary, format_summary
 from .tune import Prepared, TuneError, TuneSettings, TuneUsageError, cpu_count, environment, prepare, run, say

@@ -29,12 +29,12 @@ def timing_inputs(problem: Problem, bucket: Bucket, lens="full", *, device="cuda
 
 def time_candidate(module, input_sets, clean_logits: bool, method: str = "cuda_graph", replays: int = 30,
                    warmup_ms: float = DEFAULT_WARMUP_MS, budget_ms: float = DEFAULT_BUDGET_MS,
-                   min_launches: int = 8) -> Timing:
+                   min_launches: int = 8, **graph_options) -> Timing:
     outs = [new_output(x, 0.0) for x in input_sets]
     fns = [lambda x=x, o=o: launch(module, x, o, clean_logits) for x, o in zip(input_sets, outs)]
     if method == "cuda_graph":
         return time_cuda_graph(fns, replays=replays, warmup_ms=warmup_ms, budget_ms=budget_ms,
-                               min_launches=min_launches)
+                               min_launches=min_launches, **graph_options)
     if method == "wall_clock":
         return time_wall_clock(fns, reps=max(3, replays // 10))
     raise ValueError(f"method: expected 'cuda_graph' or 'wall_clock', got {method!r}")

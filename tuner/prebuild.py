@@ -62,19 +62,33 @@ class Prebuilder:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
         self.timeout_s = timeout_s
         self._pool: cf.ProcessPoolExecutor | None = None
+        self._ahead: dict[tuple, cf.Future] = {}  # (problem key, config key, shapes) -> a build `prefetch` started
 
-    def build(self, problem: Problem, configs: Sequence[Config], shapes: Sequence[LaunchShape]) -> list[BuildResult]:
-        """Build each config; results in input order. A build that does not finish within the
-        timeout is left to the worker (status ok, with a warning)."""
-        if not configs:
-            return []
+    def _submit(self, problem: Problem, config: Config, shapes: tuple) -> cf.Future:
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
                                                 initializer=pool_init, initargs=(self.interpret,))
-        shapes = [(s.batch, s.context, s.clean_logits) for s in shapes]
         with interpreter_env(self.interpret):  # the pool spawns its processes as work is submitted
-            futures = [self._pool.submit(build_one, problem.to_json(), c.to_json(), str(self.src_dir), self.interpret,
-                                         shapes) for c in configs]
+            return self._pool.submit(build_one, problem.to_json(), config.to_json(), str(self.src_dir), self.interpret,
+                                     shapes)
+
+    def prefetch(self, problem: Problem, configs: Sequence[Config], shapes: Sequence[LaunchShape]) -> None:
+        """Start building configs a later `build` will ask for (the next buckets' seeds), without
+        waiting: compiling overlaps the worker's gates and timings."""
+        shapes = tuple((s.batch, s.context, s.clean_logits) for s in shapes)
+        for c in configs:
+            key = (problem.key, c.key, shapes)
+            if key not in self._ahead:
+                self._ahead[key] = self._submit(problem, c, shapes)
+
+    def build(self, problem: Problem, configs: Sequence[Config], shapes: Sequence[LaunchShape]) -> list[BuildResult]:
+        """Build each config (or wait for its prefetched build); results in input order. A build
+        that does not finish within the timeout is left to the worker (status ok, with a warning)."""
+        if not configs:
+            return []
+        shapes = tuple((s.batch, s.context, s.clean_logits) for s in shapes)
+        futures = [self._ahead.pop((problem.key, c.key, shapes), None) or self._submit(problem, c, shapes)
+                   for c in configs]
         results = []
         deadline = time.monotonic() + self.timeout_s
         for config, future in zip(configs, futures):
@@ -92,6 +106,7 @@ class Prebuilder:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self._pool = None
+        self._ahead.clear()
 
     def close(self) -> None:
         if self._pool is None:

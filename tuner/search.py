@@ -9,8 +9,8 @@
   choices (tuner.transfer), the family default config, and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct
   configs); its sampler's seed is derived from the run's seed and the study name.
 - The local search (`climb` > 0): after every batch, the best config of the bucket so far has its
-  one-step neighbours (tuner.space.neighbours) ranked by the model and the first `climb` not yet
-  tried are enqueued; when the best one's are all tried and nothing else waits, the bucket has
+  one-step neighbours (tuner.space.neighbours) ranked by the model; the untried ones among the
+  first `climb` are enqueued; when those are all tried and nothing else waits, the bucket has
   reached a local optimum and, with `stop_at_optimum`, is done before `--trials`.
 - Static infeasibility and every failed candidate are told as PRUNED (never FAIL): the sampler
   learns that region is worse, and the trial still counts as visited.
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from .buckets import by_distance
+from .schedule import bucket_weight, eta_s, tuning_order
 from .climb import climb, waiting
 from .ownership import UNOWNED_GRACE_S, open_storage, owner_alive
 from .evaluate import BucketUnavailable, Evaluator, Verdict
@@ -44,6 +45,7 @@ from .space import default_config, feasible_points, is_feasible
 from .summary import BucketSummary, RunTotals, fill_summary
 
 NEIGHBOUR_SEEDS = 3  # distinct winners of finished buckets enqueued in each new study
+PREFETCH_BUCKETS = 3  # buckets ahead whose model seeds are built in the background
 STALE_ASKS = 40  # asks in a row without a new config: the sampler has converged or the space is used up
 OTHER_WORKERS_NOTE = "its last trials ran on other workers"  # shared studies: moved on to the next bucket
 
@@ -79,38 +81,6 @@ class SearchSettings:
 
 # --------------------------------------------------------------------------------------------
 # The search.
-
-# Tokens of key a bucket streams per launch at which one of its trials costs about twice a small
-# bucket's (H200, fp8 decode: ~0.2 s a trial for small buckets, ~1.5 s at 256 x 1M).
-WEIGHT_TOKENS = 48 << 20
-
-
-def bucket_weight(problem: Problem, bucket: Bucket) -> float:
-    """Relative cost of one trial in this bucket, for sharing a time budget: a fixed part
-    (build, gates, graph capture) plus one that grows with the keys scored per launch. Equal
-    shares starved the largest buckets, which come last (the 256 x 1M bucket got no trial)."""
-    rows = problem.next_n if problem.is_decode else 1
-    return 1.0 + bucket.batch * bucket.context * rows / WEIGHT_TOKENS
-
-
-def tuning_order(plan: Sequence[tuple[Problem, Sequence[Bucket]]]) -> list[tuple[Problem, Bucket]]:
-    """Smallest buckets first, the problems interleaved: time the cheap buckets leave over rolls
-    on to the expensive ones (1M tokens x 256 requests), and a budget cut hits every problem's
-    largest buckets alike rather than the whole of the last problem."""
-    order = sorted(((b.context * b.batch, b.context, b.batch, i, p, b) for i, (p, buckets) in enumerate(plan)
-                    for b in buckets), key=lambda item: item[:4])
-    return [(p, b) for *_, p, b in order]
-
-
-def eta_s(elapsed_s: float, weights: Sequence[float], done: int, budget_left_s: float | None) -> float | None:
-    """Seconds the run has left: the buckets still to do at the time per unit of bucket_weight the
-    done ones took (the large buckets come last and cost more), at most the budget left; None
-    before the first bucket is done (unless the budget says)."""
-    if done == 0 or elapsed_s <= 0:
-        return budget_left_s
-    left = elapsed_s / sum(weights[:done]) * sum(weights[done:])
-    return left if budget_left_s is None else min(left, max(0.0, budget_left_s))
-
 
 def tell_once(study, number: int, value: float | None = None, state=None) -> None:
     """Tell a trial its verdict unless it has one. In a shared study two workers may tell the
@@ -156,6 +126,9 @@ class Search:
             if end is not None:  # this bucket's weighted share of what is left; unused time rolls over
                 share = now + max(0.0, end - now) * weights[done] / sum(weights[done:])
             self.eta_s = eta_s(now - start, weights, done, None if end is None else end - now)
+            if self.guide is not None:  # compile the next buckets' model seeds while this one is timed
+                for p, b in order[done:done + PREFETCH_BUCKETS]:
+                    self.ev.prefetch(p, b, self.guide.seeds_for(p, b))
             summaries.append(self.tune_bucket(problem, bucket, share, end))
         return summaries
 
@@ -375,7 +348,8 @@ class Search:
         if self.guide is not None:
             seeds += [(c, f"seed:model:{i + 1}") for i, c in enumerate(self.guide.seeds_for(problem, bucket))]
         seeds += [(c, src) for (key, c, src) in self.s.transfer_seeds if key == (problem.key, bucket.batch, bucket.context)]
-        seeds += [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
+        if not any(src.startswith("seed:model") for _, src in seeds):  # the model's seeds stand in for it
+            seeds += [(default_config(problem, self.s.dot_dtypes[0]), "seed:default")]
         # The winners of finished buckets, nearest first, up to NEIGHBOUR_SEEDS distinct configs:
         # few configs win most buckets, and the nearest one's winner alone was often not among them.
         done = self.winners.get(problem.key, {})

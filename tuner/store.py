@@ -21,6 +21,7 @@ import sqlite_utils
 
 from indexer_logits._identity import Bucket, Config, Problem, canonical_json, sha256_hex
 
+from .families import family_of
 from .ownership import owner_alive
 
 SCHEMA_VERSION = 1
@@ -212,6 +213,31 @@ class Store:
             if k not in best or (r["score_ms"], r["trial_key"]) < (best[k]["score_ms"], best[k]["trial_key"]):
                 best[k] = r
         return [best[k] for k in sorted(best, key=lambda k: (best[k]["family"], best[k]["problem_json"], k[1], k[2]))]
+
+
+def score_of(problem: Problem, timings: dict) -> float:
+    """The objective of a timing reply, as fill_timings computes it."""
+    score = timings["full"]["p50_ms"]
+    if "partial" in timings and "quarter" in family_of(problem).timing_lens:
+        score += timings["partial"]["p50_ms"]
+    return score
+
+
+def fill_timings(row: TrialRow, problem: Problem, timings: dict) -> None:
+    """The objective: p50 at full lengths plus p50 at partly filled lengths (decode), else p50."""
+    full = timings["full"]
+    row.timer = full["method"]
+    row.p20_ms, row.p50_ms, row.p80_ms = full["p20_ms"], full["p50_ms"], full["p80_ms"]
+    row.floor_ms = full.get("floor_ms")
+    if row.floor_ms:
+        row.frac_of_floor = row.floor_ms / row.p50_ms
+    row.score_ms = row.p50_ms
+    if "partial" in timings and "quarter" in family_of(problem).timing_lens:
+        part = timings["partial"]
+        row.partial_p50_ms = part["p50_ms"]
+        row.score_ms += part["p50_ms"]
+        if part.get("floor_ms"):
+            row.partial_frac_of_floor = part["floor_ms"] / part["p50_ms"]
 
 
 def merge_stores(into: Store, sources: Iterable[str | Path]) -> dict[str, int]:

@@ -23,9 +23,11 @@ from .roofline import floor_ms
 from .timing import measure_copy_bandwidth, measure_matmul_rate
 
 # A short timing (`fidelity` "short"): enough to tell a clear loser from the bucket's best, at a
-# fraction of the full timing's GPU time on large buckets (one launch per input set a replay, a
-# 5 ms warm-up, ~50 ms of replays, against 8 launches a replay, 20 ms and ~400 ms).
-SHORT = {"replays": 10, "warmup_ms": 5.0, "budget_ms": 50.0}
+# fraction of the full timing's GPU time on large buckets (one launch per input set a replay, one
+# warm-up replay, ~30 ms and at least 3 replays, against 8 launches a replay, 3 warm-up replays
+# and 20 ms, ~400 ms and at least 5). The H200 smoke run spent 72 s on 220 short timings of 5
+# and 3 replays' warm-up at 50 ms: a third of a second each, most of it in the 1M buckets.
+SHORT = {"replays": 10, "warmup_ms": 2.0, "budget_ms": 30.0, "warmup_replays": 1, "min_replays": 3}
 
 # GateFailure reasons whose store status has another name.
 GATE_STATUS = {"grid_depends_on_values": "graph_unsafe"}

@@ -55,10 +55,10 @@ DEFAULT_WARMUP_MS = 20.0  # GPU time replayed before timing, so clocks settle (t
 
 def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_launches: int = 8,
                     warmup_replays: int = 3, budget_ms: float | None = DEFAULT_BUDGET_MS,
-                    warmup_ms: float = DEFAULT_WARMUP_MS) -> Timing:
+                    warmup_ms: float = DEFAULT_WARMUP_MS, min_replays: int = MIN_REPLAYS) -> Timing:
     """Capture `fns` (cycled to at least `min_launches` launches) in one graph; time replays.
 
-    With `budget_ms`, the replay count is cut (to no fewer than MIN_REPLAYS) so that the timed
+    With `budget_ms`, the replay count is cut (to no fewer than `min_replays`) so that the timed
     replays take about that long: a 256 x 1M bucket runs ~9 ms a launch, and 30 replays of 8
     launches would spend 2 s of GPU time on one candidate.
 
@@ -91,7 +91,7 @@ def time_cuda_graph(fns: Sequence[Callable[[], object]], replays: int = 50, min_
     for _ in range(max(0, math.ceil((warmup_ms - warmed_ms) / per_replay))):
         graph.replay()
     if budget_ms is not None:
-        replays = max(MIN_REPLAYS, min(replays, int(budget_ms / per_replay)))
+        replays = max(min_replays, min(replays, int(budget_ms / per_replay)))
     start = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     end = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     for i in range(replays):

@@ -92,7 +92,7 @@ class TuneSettings:
     seed_table: Optional[str] = None
     engine: bool = False  # tuner.presets.engine_plan instead of the problem options
     model_seeds: int = guide.SEEDS_PER_BUCKET  # the model's seeds per bucket (tuner.guide); 0: none
-    climb: int = 3  # the local search's neighbours per step (tuner.climb); 0: none
+    climb: int = 5  # the local search's neighbourhood: the model's likeliest neighbours (tuner.climb); 0: none
     stop_at_optimum: bool = True  # a bucket whose best config's neighbours are measured is done
     short_first: bool = True  # multi-fidelity: clear losers keep a short timing (tuner.evaluate)
     transfer: bool = True  # other GPUs' tuned tables seed each bucket (tuner.transfer)
