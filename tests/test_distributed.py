@@ -197,7 +197,8 @@ def test_a_config_another_host_decided_is_answered_from_the_shared_study(tmp_pat
     import optuna
 
     journal = str(tmp_path / "shared.journal")
-    common = ["--batch", "1", "--context", "64", "--ask-batch", "1", "--storage", journal]
+    # the model's seeds off: host A's enqueued seeds would be asked before the re-proposal on host B
+    common = ["--batch", "1", "--context", "64", "--ask-batch", "1", "--storage", journal, "--model-seeds", "0"]
     _tune([*common, "--trials", "1", "--db", str(tmp_path / "a" / "trials.sqlite")])
     (measured,) = [r for r in trial_rows(tmp_path / "a" / "trials.sqlite").values() if r["status"] == "ok"]
     storage = open_storage(journal)
