@@ -27,11 +27,11 @@ def in_study(study, space: OptunaSpace) -> set:
     return keys
 
 
-def waiting(study) -> bool:
-    """Whether enqueued trials wait to be asked."""
+def waiting(study) -> int:
+    """How many enqueued trials wait to be asked."""
     from optuna.trial import TrialState
 
-    return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
 def climb(study, space: OptunaSpace, problem: Problem, bucket: Bucket, best: Config, width: int, target=None,

@@ -44,7 +44,7 @@ from .optuna_space import OptunaSpace, make_sampler, study_name
 from .space import default_config, feasible_points, is_feasible
 from .summary import BucketSummary, RunTotals, fill_summary
 
-NEIGHBOUR_SEEDS = 3  # distinct winners of finished buckets enqueued in each new study
+NEIGHBOUR_SEEDS = 2  # distinct winners of finished buckets enqueued in each new study
 PREFETCH_BUCKETS = 3  # buckets ahead whose model seeds are built in the background
 STALE_ASKS = 40  # asks in a row without a new config: the sampler has converged or the space is used up
 OTHER_WORKERS_NOTE = "its last trials ran on other workers"  # shared studies: moved on to the next bucket
@@ -164,6 +164,17 @@ class Search:
             batch = pending
             pending = []
             want = min(self.s.ask_batch, max(1, goal - len(counted)))
+            if self.s.climb and self.s.stop_at_optimum and not batch:
+                # Guided: the seeds, then the climb; TPE never fills a batch (the H200 run whose first
+                # batch of 8 took 3 TPE draws beside 5 seeds spent its buckets' shares on them).
+                if best is not None:
+                    climb(study, space, problem, bucket, best[1], self.s.climb, self.target, self.s.dot_dtypes,
+                          self.guide)
+                queued = waiting(study)
+                if not queued and best is not None:
+                    summary.note = f"local optimum: {best[1].slug}'s neighbours are measured"
+                    break
+                want = min(want, queued) if queued else want
             if self.s.shared:  # the other workers' trials in flight will count too
                 elsewhere = self._in_flight_elsewhere(study, space) - counted
                 want = min(self.s.ask_batch, goal - len(counted) - len(elsewhere))
@@ -193,12 +204,8 @@ class Search:
             for config, v in results:
                 if v is not None and v.ok and (best is None or (v.score_ms, config.key) < (best[0], best[1].key)):
                     best = (v.score_ms, config)
-            if self.s.climb and best is not None and len(counted) < goal:
-                queued = climb(study, space, problem, bucket, best[1], self.s.climb, self.target, self.s.dot_dtypes,
-                               self.guide)
-                if not queued and self.s.stop_at_optimum and not waiting(study):
-                    summary.note = f"local optimum: {best[1].slug}'s neighbours are measured"
-                    break
+            if self.s.climb and not self.s.stop_at_optimum and best is not None and len(counted) < goal:
+                climb(study, space, problem, bucket, best[1], self.s.climb, self.target, self.s.dot_dtypes, self.guide)
         self._summarize(summary)
         if summary.best is not None:
             self.winners.setdefault(problem.key, {})[bucket] = Config.from_json(summary.best["config_json"])
