@@ -23,8 +23,9 @@ order) and their pass criteria, re-written from reading them:
 Every passing peer criterion is DeepGEMM's: calc_diff < 1e-3 against the reference computed from
 the unquantized bf16 inputs, and the -inf mask exactly equal where the peer checks it. Every call
 must be served by a kernel: the torch reference is patched to fail, and the dispatch rung is
-asserted. Where the runtime serves a peer case only through the reference today (D=32, page 32)
-or refuses it (bf16 logits), the case is xfail(strict=True) and flips when the kernel lands.
+asserted. Where the runtime serves a peer case only through the reference today (D=32, page 32),
+the case is xfail(strict=True) and flips when the kernel lands. bf16 logits (54e2261's
+logits_dtype) are the float32 kernels storing into a bf16 output.
 
 CPU: the kernels run under TRITON_INTERPRET=1 (conftest) at scaled-down shapes (test_cpu_*).
 GPU: the same tests at the peers' own shapes (test_gpu_*, marker gpu), in two runs of a few
@@ -245,10 +246,9 @@ def run_decode_sglang(seq_lens, pool_pages, table_pages, heads=64, head_dim=128,
 
 D32 = "D=32 is served only by the torch reference (no D=32 kernel in the default table)"
 PAGE32 = "page 32 is served only by the torch reference (no page-32 kernel in the default table)"
-BF16_LOGITS = "logits_dtype=torch.bfloat16 is refused (float32 logits only)"
 
 
-RAISES = {D32: AssertionError, PAGE32: AssertionError, BF16_LOGITS: ValueError}
+RAISES = {D32: AssertionError, PAGE32: AssertionError}
 
 
 def xfail(reason: str, *values):
@@ -267,7 +267,7 @@ def cases_54e2261_prefill(shapes, logits_dtypes=(torch.float32,), heads=(32, 64)
                             if not disable_cp and (seq_len_kv % seq_len or seq_len % 2):
                                 continue
                             values = (dtype, compressed, seq_len, seq_len_kv, h, d, disable_cp)
-                            reason = BF16_LOGITS if dtype == torch.bfloat16 else D32 if d == 32 else None
+                            reason = D32 if d == 32 else None
                             out.append(xfail(reason, values) if reason else pytest.param(values))
     return out
 
@@ -275,7 +275,8 @@ def cases_54e2261_prefill(shapes, logits_dtypes=(torch.float32,), heads=(32, 64)
 def _cases_54e2261_paged(batches=(256, 4096), avg_kvs=(8192, 65536), bf16_at=(256, 8192),
                          pool_cap: Optional[int] = 32 * 1024 * 1024):
     """54e2261's SM90 paged enumeration (fp8, page 64, D=128, 2-D lens, clean_logits=False); bf16
-    logits (refused today) at one (batch, avg_kv) only, as each xfail case still builds its inputs."""
+    logits at one (batch, avg_kv) only (the same kernels as float32, whose store rounds to bf16:
+    the other shapes would time the same code twice)."""
     out = []
     for dtype in (torch.float32, torch.bfloat16):
         for batch in batches:
@@ -286,7 +287,7 @@ def _cases_54e2261_paged(batches=(256, 4096), avg_kvs=(8192, 65536), bf16_at=(25
                             continue
                         if dtype == torch.bfloat16:
                             if (batch, avg_kv) == bf16_at:
-                                out.append(xfail(BF16_LOGITS, (dtype, batch, next_n, heads, avg_kv)))
+                                out.append(pytest.param((dtype, batch, next_n, heads, avg_kv)))
                         else:
                             out.append(pytest.param((dtype, batch, next_n, heads, avg_kv)))
     return out
@@ -395,7 +396,7 @@ def test_gpu_deepgemm_0f5f266_mqa_logits(seq_len, compressed, seq_len_kv, disabl
 @pytest.mark.parametrize(
     "case",
     cases_54e2261_prefill([(2048, 8192), (2048, 65536), (8192, 8192), (8192, 65536)])
-    # bf16 logits (refused today) at the smallest shape only: each xfail case still builds its inputs
+    # bf16 logits (the float32 kernels, rounding as they store) at the smallest shape only
     + cases_54e2261_prefill([(2048, 8192)], logits_dtypes=(torch.bfloat16,)),
     ids=lambda c: "-".join(map(_id, c)))
 def test_gpu_deepgemm_54e2261_mqa_logits(case):

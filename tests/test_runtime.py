@@ -423,7 +423,7 @@ def _bad_decode_calls(inputs):
     yield "out", lambda: f(q, kv, w, lens, bt, meta, width, out=torch.empty(2, width - 1))
     yield "out", lambda: f(q, kv, w, lens, bt, meta, width, out=torch.empty(width, 2).t())
     yield "kv_cache", lambda: f(q, kv[..., :100], w, lens, bt, meta, width)
-    yield "logits_dtype", lambda: f(q, kv, w, lens, bt, meta, width, logits_dtype=torch.bfloat16)
+    yield "logits_dtype", lambda: f(q, kv, w, lens, bt, meta, width, logits_dtype=torch.float16)
 
 
 @pytest.mark.parametrize("index", range(11))
