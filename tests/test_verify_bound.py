@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from indexer_logits._identity import Problem
+from indexer_logits._layout import layout_of, unpack_pages
 from tuner.families import family_of
 from tuner.gates import TOLERANCE, launch, new_output, reference
 from tuner.inputs import make_decode_inputs
@@ -132,8 +133,6 @@ def one_key_case(logit: float = 0.105):
 
 
 def _first_key(x):
-    from indexer_logits._layout import layout_of, unpack_pages
-
     values, scales = unpack_pages(x.kv_cache, layout_of(x.kv_cache), x.block_table[0, :1])
     return values[0, 0], float(scales[0, 0])
 
