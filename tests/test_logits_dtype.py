@@ -156,15 +156,16 @@ def test_gpu_bf16_logits_in_a_cuda_graph_without_a_sync():
     x = make_decode_inputs(problem, 32, 8192, seed=23, device="cuda")
     a = x.args()
     out = torch.empty(64, 8192, dtype=BF16, device="cuda")
-    K.fp8_paged_mqa_logits(*a[:5], None, a[5], False, out=out, logits_dtype=BF16)
+    K.fp8_paged_mqa_logits(*a[:5], None, a[5], False, out=out, logits_dtype=BF16)  # records
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        with torch.cuda.graph(graph):
-            K.fp8_paged_mqa_logits(*a[:5], None, a[5], False, out=out, logits_dtype=BF16)
+        K.fp8_paged_mqa_logits(*a[:5], None, a[5], False, out=out, logits_dtype=BF16)  # no host synchronisation
     finally:
         torch.cuda.set_sync_debug_mode(0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        K.fp8_paged_mqa_logits(*a[:5], None, a[5], False, out=out, logits_dtype=BF16)
     out.zero_()
     graph.replay()
     want = K.fp8_paged_mqa_logits(*a[:5], None, a[5], False)
