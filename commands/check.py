@@ -9,13 +9,36 @@ from pathlib import Path
 
 import click
 
-from indexer_logits._identity import DTYPES, ScaleLayout
+from indexer_logits._dispatch import DEFAULT_SLUG, TABLE_FILE
+from indexer_logits._identity import DTYPES, Config, Problem, ScaleLayout
 from tuner import xcompile
 from tuner.families import family_of
 from tuner.families import names as family_names
 from tuner.space import TARGETS, default_config, grid_points, sample_points, target_for
 
-from .common import DB_DIR, FamilyChoice
+from .common import DB_DIR, GENERATED, FamilyChoice
+
+# The options that pick one problem's space (parameter -> flag); --defaults takes the shipped
+# table's problems instead.
+_PROBLEM_OPTIONS = {"dtype": "--dtype", "heads": "--heads", "head_dim": "--head-dim", "page_size": "--page-size",
+                    "next_n": "--next-n", "scale_layout": "--scale-layout", "sample": "--sample", "every": "--all"}
+
+
+def _shipped_defaults(root: Path, family: str) -> list[tuple[Problem, Config, set]]:
+    """The native family defaults of root/default/dispatch.json (the modules that ship), each with
+    the targets its table entry says it fits."""
+    path = root / DEFAULT_SLUG / TABLE_FILE
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(f"no readable family-default table at {path}: {exc}", param_hint="--root") from None
+    out = []
+    for variant in sorted(set(table["defaults"].values())):
+        info = table["modules"][variant]
+        problem = Problem.from_dict(info["problem"])
+        if family in ("all", problem.family):
+            out.append((problem, Config.from_dict(info["config"]), set(info["fits_targets"])))
+    return out
 
 
 @click.command()
@@ -40,14 +63,27 @@ from .common import DB_DIR, FamilyChoice
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the sample.")
 @click.option("--max-spill-bytes", default=None, type=click.IntRange(min=0),
               help="Spill bytes (stores + loads) above which a point is infeasible. [default: 256]")
+@click.option("--defaults", "shipped", is_flag=True,
+              help="Compile every native family default that ships in ROOT/default/dispatch.json (of --family) "
+                   "instead of one problem's space; each must build on every target its entry claims to fit.")
+@click.option("--root", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="With --defaults: the folder holding default/.")
 def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layout, sample, every, jobs,
-          out_path, seed, max_spill_bytes) -> None:
+          out_path, seed, max_spill_bytes, shipped, root) -> None:
     """Cross-compile the search space for a target (e.g. sm_120) without a GPU; record resources.
 
     Each point is really compiled (TTIR -> PTX -> ptxas) for the target: registers, spills,
     shared memory and the tensor-core instruction are recorded; points that do not fit the target
-    are infeasible. Exits non-zero if any compile errored or a family default did not build.
+    are infeasible. Exits non-zero if any compile errored or a family default did not build (with
+    --defaults: did not build on a target its table entry claims it fits).
     """
+    ctx = click.get_current_context()
+    if shipped:
+        picked = [flag for name, flag in _PROBLEM_OPTIONS.items()
+                  if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if picked:
+            raise click.BadParameter(f"--defaults compiles the shipped defaults; it takes no {picked[0]}",
+                                     param_hint="--defaults")
     if every and click.get_current_context().get_parameter_source("sample") is click.core.ParameterSource.COMMANDLINE:
         raise click.BadParameter("--all compiles every point; it takes no --sample", param_hint="--sample")
     resolved = {}
@@ -63,7 +99,7 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
                "next_n/lens_mode": "--next-n"}  # check has no lens mode option: next_n is the cause
     given = {"page_size": page_size, "next_n": next_n}
     problems = []
-    for fam in (family_names() if family == "all" else [family]):
+    for fam in ([] if shipped else family_names() if family == "all" else [family]):
         spec = family_of(fam)
         for field in spec.unused_options:  # named for one family that takes no such option: refused
             if family != "all" and given.get(field) is not None:
@@ -77,7 +113,11 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
             field = str(exc).split(":", 1)[0]
             raise click.BadParameter(str(exc), param_hint=options.get(field, "--family")) from None
 
-    points, defaults = [], set()
+    points, defaults, claims = [], set(), {}
+    for problem, config, fits in (_shipped_defaults(root, family) if shipped else []):
+        defaults.add((problem, config))
+        claims[(problem, config)] = fits
+        points += [(problem, config, target) for target in resolved]
     for problem in problems:
         default = default_config(problem)
         configs = list(grid_points(problem)) if every else sample_points(problem, sample, None, seed)
@@ -118,8 +158,10 @@ def check(targets, family, dtype, heads, head_dim, page_size, next_n, scale_layo
             if (r.problem, r.config) in defaults:
                 where = (f"{r.registers} registers, {r.spills} B spills, {r.shared_bytes} B shared, {r.mma}"
                          if r.ok else f"{r.reason}: {r.detail.splitlines()[0] if r.detail else ''}")
-                click.echo(f"family default {r.variant}: {r.status} ({where})")
-                exit_code |= not r.ok
+                claimed = (r.problem, r.config) not in claims or target.name in claims[(r.problem, r.config)]
+                note = "" if claimed else f" (its table entry does not claim {target.name})"
+                click.echo(f"family default {r.variant}: {r.status} ({where}){note}")
+                exit_code |= claimed and not r.ok
         for r in mine:
             if r.status == "error":
                 exit_code = 1

@@ -13,7 +13,7 @@ from tuner.buckets import parse_sizes
 from tuner.predict import CompileCache, default_buckets, predict
 from tuner.model import MODEL_VERSION
 from tuner.predicted_table import DEFAULT_SCOPE, emit_predicted, predicted_dir, same_inputs
-from tuner.tables import DEFAULT_HEAD_DIM, DEFAULT_HEADS, default_problems
+from tuner.tables import DEFAULT_HEAD_DIM, DEFAULT_HEADS, DEFAULT_PAGE, default_problems
 
 from .common import DB_DIR, GENERATED, FamilyChoice
 
@@ -75,8 +75,9 @@ def predict_command(gpu, sm, bandwidth, fp8_tflops, bf16_tflops, l2_mb, launch_u
         if current.is_file() and same_inputs(json.loads(current.read_text()).get("provenance", {}), dev):
             click.echo(f"{current}: up to date (same device, model {MODEL_VERSION}, templates and Triton)")
             return
+    # SGLang's and vLLM's 64-token pages (and ragged K): other page sizes get the family defaults
     problems = [p for p in default_problems()
-                if p.heads == heads and p.head_dim == head_dim
+                if p.heads == heads and p.head_dim == head_dim and p.page_size in (0, DEFAULT_PAGE)
                 and (not families or p.family in families) and (not dtypes or p.cache_dtype in dtypes)
                 and (not next_ns or not p.kind.decode or p.next_n in next_ns)
                 and (not lens_modes or not p.kind.decode or p.lens_mode in lens_modes)]

@@ -106,7 +106,8 @@ def verify(gpus, root: Path, no_defaults: bool, seed: int, families, quiet: bool
     CUDA-graph replay with other lengths, poisoned block table) at its bucket's shape capped at
     64x32K, then, on a GPU, a check at the bucket's own shape (up to 256x1M): a sample of rows
     (first, last, widest, --sample-rows random; listed in the output) against the reference over
-    the whole width, DeepGEMM's calc_diff < 1e-3 and relative error < 1e-3, the exact -inf mask of
+    the whole width, DeepGEMM's calc_diff < 1e-3 and relative error < 1e-3 (or every logit within
+    the fp32 rounding bound of its terms: tuner/verify_bound.py), the exact -inf mask of
     every row, the poisoned block table; a shape whose inputs would not fit the free memory is
     skipped and says so. Every paged module also reads a cache pool of more than 4 GiB past its
     4 GiB byte offset. Without a GPU this runs under TRITON_INTERPRET=1 at small shapes (a 4 MiB

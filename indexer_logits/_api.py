@@ -164,9 +164,20 @@ def _want_pdl(flag: Optional[bool], device: torch.device, sel: Selection) -> boo
     return True
 
 
-def _expect_logits_dtype(logits_dtype) -> None:
-    if logits_dtype not in (None, torch.float32):
-        raise ValueError(f"logits_dtype: expected torch.float32 (the only output dtype served), got {logits_dtype}")
+# The output dtypes served: DeepGEMM 54e2261's two. A bf16 output is the same kernel with a bf16
+# output pointer: Triton's tl.store converts the fp32 logits to the pointer's element type (round
+# to nearest even, as torch's .to(torch.bfloat16)), so the kernel writes half the bytes and no
+# second kernel or fp32 temporary is involved (the module compiles once more for that pointer type).
+LOGITS_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _logits_dtype(logits_dtype) -> torch.dtype:
+    """The output dtype asked for (None: float32); anything but float32 or bfloat16 is refused."""
+    if logits_dtype is None:
+        return torch.float32
+    if not isinstance(logits_dtype, torch.dtype) or logits_dtype not in LOGITS_DTYPES:
+        raise ValueError(f"logits_dtype: expected torch.float32 or torch.bfloat16, got {logits_dtype}")
+    return logits_dtype
 
 
 def _expect_q_dtype(q, dtype: torch.dtype, fn: str, other: str) -> None:
@@ -174,14 +185,15 @@ def _expect_q_dtype(q, dtype: torch.dtype, fn: str, other: str) -> None:
         raise ValueError(f"q: {fn} expects dtype {dtype}, got {q.dtype} (use {other} for that dtype)")
 
 
-def _output(out, rows: int, width: int, device: torch.device) -> torch.Tensor:
-    """The caller's buffer (checked; a view of its first `width` columns) or a new one."""
+def _output(out, rows: int, width: int, device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The caller's buffer (checked; a view of its first `width` columns) or a new one, of the
+    call's logits dtype."""
     if out is None:
-        return torch.empty((rows, width), dtype=torch.float32, device=device)
+        return torch.empty((rows, width), dtype=dtype, device=device)
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"out: expected a torch.Tensor or None, got {type(out).__name__}")
-    if out.dtype != torch.float32:
-        raise ValueError(f"out: expected dtype torch.float32, got {out.dtype}")
+    if out.dtype != dtype:
+        raise ValueError(f"out: expected dtype {dtype} (the call's logits_dtype), got {out.dtype}")
     if out.dim() != 2 or out.shape[0] != rows or out.shape[1] < width:
         raise ValueError(f"out: expected shape [{rows}, >= {width}], got {list(out.shape)}")
     if out.stride(1) != 1:

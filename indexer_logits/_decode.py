@@ -11,7 +11,7 @@ from ._dispatch import Selection, select
 from ._identity import DECODE_PAGED, problem_dict
 from ._reference import paged_mqa_logits_ref
 from . import _fastpath
-from ._api import (_append_doc, _expect_logits_dtype, _expect_q_dtype, _fp8_q, _no_reference_in_capture, _output, _unit_stride, _want_pdl, value_checks_enabled, value_checks_requested)
+from ._api import (_append_doc, _expect_q_dtype, _logits_dtype, _fp8_q, _no_reference_in_capture, _output, _unit_stride, _want_pdl, value_checks_enabled, value_checks_requested)
 
 
 def _decode_selection(q, a, max_context_len: int) -> Selection:
@@ -21,11 +21,11 @@ def _decode_selection(q, a, max_context_len: int) -> Selection:
 
 
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-           out, scale_layout, check_values, enable_pdl, indices=None) -> torch.Tensor:
+           out, scale_layout, check_values, enable_pdl, indices=None, logits_dtype=torch.float32) -> torch.Tensor:
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
     key = _fastpath.call_key("paged", (q, kv_cache, weights, context_lens, block_table, out, indices),
                              (max_context_len, clean_logits, scale_layout, check_values, enable_pdl,
-                              type(schedule_meta)))
+                              type(schedule_meta), logits_dtype))
     served = _fastpath.serve(key, [q, kv_cache, weights, context_lens, block_table, out], 5)
     if served is not None:
         return served
@@ -41,7 +41,7 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
         check_indices(indices, a.batch, a.next_n, q.device)
         if values:
             check_indices_values(a, indices, context_lens, block_table)
-    out = _output(out, a.batch * a.next_n, max_context_len, q.device)
+    out = _output(out, a.batch * a.next_n, max_context_len, q.device, logits_dtype)
     if a.batch == 0:
         return out
     sel = _decode_selection(q, a, max_context_len)
@@ -78,17 +78,18 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
     "page_blocked", SGLang's and vLLM's, or "token_interleaved"); weights [B*N, H] float32;
     context_lens [B] (causal within the N draft tokens) or [B, N] int32; block_table
     [B, max_pages] int32; schedule_meta is accepted and ignored (our kernels need no schedule);
-    max_context_len: the output width. Returns float32 [B*N, max_context_len] (a view of `out`
-    when given). Positions past a row's length are -inf with clean_logits, else unspecified.
-    logits_dtype must be float32 (the only output dtype served). enable_pdl=True (sm_90+): a
+    max_context_len: the output width. Returns [B*N, max_context_len] of logits_dtype (float32,
+    or bfloat16: the same kernel rounding its fp32 sums as it stores them; a view of `out` when
+    given, which must be of that dtype). Positions past a row's length are -inf with
+    clean_logits, else unspecified. enable_pdl=True (sm_90+): a
     programmatic dependent launch, worth it when the kernel before this one in the stream is
     launched with PDL too (default: INDEXER_LOGITS_PDL, else off). check_values: see
     value_checks_enabled (default: on for CPU tensors, off for CUDA ones).
     """
-    _expect_logits_dtype(logits_dtype)
+    dtype = _logits_dtype(logits_dtype)
     _expect_q_dtype(q, torch.float8_e4m3fn, "fp8_paged_mqa_logits", "bf16_paged_mqa_logits")
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-                  out, scale_layout, check_values, enable_pdl, indices)
+                  out, scale_layout, check_values, enable_pdl, indices, dtype)
 
 
 _append_doc(fp8_paged_mqa_logits, _INDICES_DOC)
@@ -102,16 +103,16 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
     (or the float8_e4m3fn q alone), the rest as for fp8_paged_mqa_logits. fp4 inputs (a q scale
     in q[1], packed fp4 q, an fp4 cache of D/2 + 4 bytes per token) are refused with ValueError.
     DeepGEMM 54e2261 requires 2-D context_lens [B, next_n] here; 1-D lens are served too, with
-    their causal meaning (SPEC.md). logits_dtype must be float32.
+    their causal meaning (SPEC.md). logits_dtype: float32 or bfloat16, as for fp8_paged_mqa_logits.
     """
-    _expect_logits_dtype(logits_dtype)
+    dtype = _logits_dtype(logits_dtype)
     q = _fp8_q(q, "fp8_fp4_paged_mqa_logits", "bf16_paged_mqa_logits")
     if (isinstance(q, torch.Tensor) and q.dim() == 4 and isinstance(kv_cache, torch.Tensor) and kv_cache.dim() == 4
             and kv_cache.dtype == torch.uint8 and kv_cache.shape[3] == q.shape[3] // 2 + 4):
         raise ValueError(f"kv_cache: fp4 inputs are not served: expected {q.shape[3] + 4} bytes per token (fp8 values "
                          f"and an fp32 scale) for D={q.shape[3]}, got {kv_cache.shape[3]} (D/2 + 4: the fp4 layout)")
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-                  out, scale_layout, check_values, enable_pdl, indices)
+                  out, scale_layout, check_values, enable_pdl, indices, dtype)
 
 
 _append_doc(fp8_fp4_paged_mqa_logits, _INDICES_DOC)
@@ -122,10 +123,10 @@ def bf16_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sched
                           check_values: Optional[bool] = None, logits_dtype=torch.float32,
                           enable_pdl: Optional[bool] = None) -> torch.Tensor:
     """fp8_paged_mqa_logits for a bf16 cache: q [B, N, H, D] and kv_cache [pages, PAGE, 1, D] bfloat16, no scales."""
-    _expect_logits_dtype(logits_dtype)
+    dtype = _logits_dtype(logits_dtype)
     _expect_q_dtype(q, torch.bfloat16, "bf16_paged_mqa_logits", "fp8_paged_mqa_logits")
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-                  out, scale_layout, check_values, enable_pdl)
+                  out, scale_layout, check_values, enable_pdl, None, dtype)
 
 
 def get_paged_mqa_logits_metadata(context_lens, block_kv: int, num_sms: int, indices=None) -> torch.Tensor:

@@ -63,8 +63,7 @@ watch_env(ENV_FAST_LAUNCH)
 
 def _env_state() -> tuple:
     if _WATCHED_KEYS:
-        get = _ENV_DATA.get
-        return tuple([get(k) for k in _WATCHED_KEYS])
+        return tuple(map(_ENV_DATA.get, _WATCHED_KEYS))
     return tuple([os.environ.get(n) for n in _WATCHED])
 
 
@@ -73,25 +72,45 @@ def enabled() -> bool:
 
 
 def call_key(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> Optional[tuple]:
-    """The key of a call whose first tensor is a CUDA tensor, else None (nothing is cached). A
-    tensor is (shape, strides, dtype, device, address mod 16), a tuple or list of tensors the
-    same, None stays None; a scalar is (type, value). Anything else gives None."""
+    """The key of a call whose first tensor is a CUDA tensor, else None (nothing is cached)."""
     first = tensors[0]
     if type(first) is not torch.Tensor or not first.is_cuda:
         return None
+    return key_of(tag, tensors, scalars)
+
+
+_Tensor = torch.Tensor
+
+
+def key_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> Optional[tuple]:
+    """call_key without its CUDA gate (bench.fastpath times it on CPU tensors).
+
+    One flat tuple, built with the fewest Python objects (the key is paid on every call): the tag,
+    the watched environment's values (a tuple), then per argument a tensor's shape, strides, dtype, device and
+    address mod 16 (five items, the shape first: a torch.Size), None, or a tuple or list of
+    tensors and Nones as its (type, length) and then its items the same way; then the scalars'
+    values and their types (1, True and 1.0 are equal values of three types). The encoding reads
+    back one way only (a torch.Size, None or a (type, length) pair opens each item), so two
+    argument lists never share a key. Anything else gives None."""
     parts: list = [tag, _env_state()]
     for t in tensors:
-        if type(t) is torch.Tensor:
-            parts.append((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15))
+        if type(t) is _Tensor:
+            parts += (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
         elif t is None:
             parts.append(None)
-        elif type(t) in (tuple, list) and all(type(x) is torch.Tensor or x is None for x in t):
-            parts.append((type(t),) + tuple(None if x is None else (x.shape, x.stride(), x.dtype, x.device,
-                                                                    x.data_ptr() & 15) for x in t))
+        elif type(t) is tuple or type(t) is list:
+            parts.append((type(t), len(t)))
+            for x in t:
+                if type(x) is _Tensor:
+                    parts += (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15)
+                elif x is None:
+                    parts.append(None)
+                else:
+                    return None
         else:
             return None
-    for s in scalars:
-        parts.append((type(s), s))
+    parts += scalars
+    parts += map(type, scalars)
     return tuple(parts)
 
 
@@ -287,12 +306,10 @@ class Replay:
             return None  # a launch hook (a profiler's) wants Triton's own launch: the caller's full path
         out = inputs[out_index]
         if out is None:
-            spec = self.out_spec
-            out = inputs[out_index] = torch.empty(spec[0], dtype=spec[1], device=inputs[0].device)
+            # on q's device, as the full path allocates it (new_empty parses no device argument)
+            out = inputs[out_index] = inputs[0].new_empty(self.out_spec[0], dtype=self.out_spec[1])
         elif out.shape[1] != self.out_spec[0][1]:
             out = out[:, :self.out_spec[0][1]]  # the caller's wider buffer: its first columns, as the full path
-        if not _hooks_idle(self._runtime):
-            return None  # a launch hook (a profiler's) wants Triton's own launch: the caller's full path
         args = self.template.copy()
         for i, j in self.slots:
             args[i] = inputs[j]

@@ -12,7 +12,7 @@ from ._dispatch import Selection, select
 from ._identity import PREFILL_RAGGED, problem_dict
 from ._reference import mqa_logits_ref
 from . import _fastpath
-from ._api import (_FP4_DTYPES, _append_doc, _expect_logits_dtype, _expect_q_dtype, _fp8_q, _no_reference_in_capture, _output, _unit_stride, value_checks_enabled, value_checks_requested)
+from ._api import (_FP4_DTYPES, _append_doc, _expect_q_dtype, _logits_dtype, _fp8_q, _no_reference_in_capture, _output, _unit_stride, value_checks_enabled, value_checks_requested)
 
 
 # The compressed output (max_seqlen_k > 0) is gathered from the wide logits of a block of rows at
@@ -75,9 +75,10 @@ def _compressed(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, width:
 
     No kernel writes it directly yet: each block of rows is scored into a wide [rows, Nk] buffer
     (the kernel skips the tiles outside the windows) and gathered on the device by index
-    arithmetic; nothing reads the windows on the host."""
+    arithmetic; nothing reads the windows on the host. The wide buffer has the output's dtype
+    (a bf16 output: the kernel rounds as it stores, and the gather copies bits)."""
     block = _compressed_rows(a.rows, a.keys, width)
-    wide = torch.empty((block, a.keys), dtype=torch.float32, device=q.device)
+    wide = torch.empty((block, a.keys), dtype=out.dtype, device=q.device)
     cols = torch.arange(width, device=q.device)
     for r0 in range(0, a.rows, block):
         r1 = min(a.rows, r0 + block)
@@ -93,10 +94,10 @@ def _compressed(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, width:
 
 
 def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen_k, out, check_values,
-            names=LEGACY_WINDOW_NAMES) -> torch.Tensor:
+            names=LEGACY_WINDOW_NAMES, logits_dtype=torch.float32) -> torch.Tensor:
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
     key = _fastpath.call_key("ragged", (q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out),
-                             (clean_logits, max_seqlen_k, check_values, names))
+                             (clean_logits, max_seqlen_k, check_values, names, logits_dtype))
     served = None if key is None else _fastpath.serve(
         key, _replay_inputs(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out), 6)
     if served is not None:
@@ -111,7 +112,7 @@ def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen
     _unit_stride(names[0], cu_seqlen_ks)
     _unit_stride(names[1], cu_seqlen_ke)
     if width == 0:
-        out = _output(out, a.rows, a.keys, q.device)
+        out = _output(out, a.rows, a.keys, q.device, logits_dtype)
         if a.rows == 0 or a.keys == 0:
             return out
         if value_checks_requested(check_values, device):
@@ -119,7 +120,7 @@ def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen
         return _ragged_wide(q, kv, k, k_scale, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, a, key)
     if values:
         check_compressed_values(cu_seqlen_ks, cu_seqlen_ke, width)
-    out = _output(out, a.rows, width, q.device)
+    out = _output(out, a.rows, width, q.device, logits_dtype)
     if a.rows == 0:
         return out
     if a.keys == 0:  # every window is empty
@@ -161,13 +162,14 @@ def fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start=None, cu_seq_len_k_end=Non
     q [M, H, D] float8_e4m3fn; kv = (k [Nk, D] float8_e4m3fn, k_scale [Nk] float32); weights
     [M, H] float32; row i is valid for cu_seq_len_k_start[i] <= t < cu_seq_len_k_end[i] (int32
     [M] each; the keywords cu_seqlen_ks / cu_seqlen_ke, this runtime's older names, work too).
-    Returns float32 [M, Nk] (a view of `out` when given), -inf outside the windows with
-    clean_logits. logits_dtype must be float32. check_values: see value_checks_enabled.
+    Returns [M, Nk] of logits_dtype (float32, or bfloat16: the same kernel rounding its fp32 sums
+    as it stores them; a view of `out` when given, which must be of that dtype), -inf outside
+    the windows with clean_logits. check_values: see value_checks_enabled.
     """
-    _expect_logits_dtype(logits_dtype)
+    dtype = _logits_dtype(logits_dtype)
     _expect_q_dtype(q, torch.float8_e4m3fn, "fp8_mqa_logits", "bf16_mqa_logits")
     ks, ke, names = _windows("fp8_mqa_logits", cu_seq_len_k_start, cu_seq_len_k_end, cu_seqlen_ks, cu_seqlen_ke)
-    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names)
+    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)
 
 
 _append_doc(fp8_mqa_logits, _COMPRESSED_DOC)
@@ -179,16 +181,16 @@ def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start=None, cu_seq_len_k_end
     """DeepGEMM 54e2261's name for the ragged prefill call, served for fp8 inputs: q is (q, None)
     (or the float8_e4m3fn q alone), kv = (k float8_e4m3fn [Nk, D], k_scale float32 [Nk]), the rest
     as for fp8_mqa_logits. fp4 inputs (a q scale in q[1], packed fp4 q or K, int32 K scales) are
-    refused with ValueError. logits_dtype must be float32.
+    refused with ValueError. logits_dtype: float32 or bfloat16, as for fp8_mqa_logits.
     """
-    _expect_logits_dtype(logits_dtype)
+    dtype = _logits_dtype(logits_dtype)
     q = _fp8_q(q, "fp8_fp4_mqa_logits", "bf16_mqa_logits")
     if isinstance(kv, (tuple, list)) and len(kv) == 2 and all(isinstance(x, torch.Tensor) for x in kv):
         if kv[0].dtype in _FP4_DTYPES or kv[1].dtype == torch.int32:
             raise ValueError(f"kv: fp4 inputs are not served: expected (k float8_e4m3fn, k_scale float32), got "
                              f"({kv[0].dtype}, {kv[1].dtype}) (DeepGEMM's packed fp4 K and its int32 scales)")
     ks, ke, names = _windows("fp8_fp4_mqa_logits", cu_seq_len_k_start, cu_seq_len_k_end, cu_seqlen_ks, cu_seqlen_ke)
-    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names)
+    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)
 
 
 _append_doc(fp8_fp4_mqa_logits, _COMPRESSED_DOC)
@@ -198,10 +200,10 @@ def bf16_mqa_logits(q, kv, weights, cu_seq_len_k_start=None, cu_seq_len_k_end=No
                     max_seqlen_k: int = 0, *, cu_seqlen_ks=None, cu_seqlen_ke=None, out=None,
                     check_values: Optional[bool] = None, logits_dtype=torch.float32) -> torch.Tensor:
     """fp8_mqa_logits for bf16: q [M, H, D] bfloat16, kv the K tensor [Nk, D] bfloat16 or (K,)."""
-    _expect_logits_dtype(logits_dtype)
+    dtype = _logits_dtype(logits_dtype)
     _expect_q_dtype(q, torch.bfloat16, "bf16_mqa_logits", "fp8_mqa_logits")
     ks, ke, names = _windows("bf16_mqa_logits", cu_seq_len_k_start, cu_seq_len_k_end, cu_seqlen_ks, cu_seqlen_ke)
-    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names)
+    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)
 
 
 _append_doc(bf16_mqa_logits, _COMPRESSED_DOC)

@@ -371,7 +371,7 @@ PAGED_FP4_BAD = {
     "fp4 cache": (dict(kv_cache=FP4_CACHE), "kv_cache", "fp4 inputs are not served"),
     "q a triple": (dict(q=(D2.q, None, None)), "q", "expected (q, None)"),
     "bf16 q": (dict(q=(D2.q.float().to(torch.bfloat16), None)), "q", "bf16_paged_mqa_logits"),
-    "logits bf16": (dict(logits_dtype=torch.bfloat16), "logits_dtype", "float32"),
+    "logits fp16": (dict(logits_dtype=torch.float16), "logits_dtype", "torch.float32 or torch.bfloat16"),
 }
 
 
@@ -392,7 +392,7 @@ RAGGED_FP4_BAD = {
     "fp4 K": (dict(kv=K_FP4), "kv", "fp4 inputs are not served"),
     "int32 K scales": (dict(kv=(P8.kv[0], P8.kv[1].int())), "kv", "fp4 inputs are not served"),
     "bf16 q": (dict(q=(P16.q, None)), "q", "bf16_mqa_logits"),
-    "logits bf16": (dict(logits_dtype=torch.bfloat16), "logits_dtype", "float32"),
+    "logits fp16": (dict(logits_dtype=torch.float16), "logits_dtype", "torch.float32 or torch.bfloat16"),
     "max_seqlen_k negative": (dict(max_seqlen_k=-2), "max_seqlen_k", "int >= 0"),
 }
 

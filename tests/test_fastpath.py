@@ -7,6 +7,7 @@ signature order); the launches on a GPU are tests/test_fastpath_gpu.py's."""
 from __future__ import annotations
 
 import inspect
+import os
 import types
 
 import pytest
@@ -207,3 +208,50 @@ def test_serve_is_the_recorded_launch_or_none(fake_triton):
     assert F.serve(("k",), [q2, w2, out2], 2) is out2 and torch.equal(out2, q2 * w2 + 1.0)
     fake_triton.launch_enter_hook.calls.append(print)
     assert F.serve(("k",), [q2, w2, out2], 2) is None  # a hook: Triton's own launch
+
+
+# ---------------------------------------------------------------------------------------------
+# The key's content (key_of: call_key less its CUDA gate, so CPU and meta tensors show it here).
+
+_BASE = torch.zeros(4096)
+_T = _BASE[:64].view(8, 8)
+_CHANGES = {
+    "shape": lambda: _BASE[:64].view(4, 16),
+    "strides": lambda: _BASE[:128].view(8, 16)[:, :8],
+    "dtype": lambda: _T.to(torch.float16),
+    "device": lambda: torch.empty(8, 8, device="meta"),
+    "alignment": lambda: _BASE[1:65].view(8, 8),  # 4 bytes off the 16-byte grid
+}
+
+
+def _key(t=None, *, scalars=(1, True), pair=None, tag="t"):
+    return F.key_of(tag, (_T if t is None else t, pair or (_T, None), None), scalars)
+
+
+@pytest.mark.parametrize("change", list(_CHANGES))
+def test_the_key_changes_with_every_property_of_a_tensor(change):
+    other = _CHANGES[change]()
+    assert _key() == _key(_BASE[16:80].view(8, 8))  # another address on the same 16-byte grid: the same key
+    assert _key() != _key(other)  # the first argument
+    assert _key() != _key(pair=(other, None))  # an item of a tuple argument
+
+
+def test_the_key_changes_with_scalars_their_types_the_tag_and_the_environment(monkeypatch):
+    assert _key() != _key(scalars=(True, True)) and _key() != _key(scalars=(1.0, True))  # equal values, other types
+    assert _key() != _key(scalars=(2, True)) and _key() != _key(tag="u")
+    for name in (F.ENV_FAST_LAUNCH, "TRITON_INTERPRET", "INDEXER_LOGITS_BACKEND", "INDEXER_LOGITS_TABLE_DIR",
+                 "INDEXER_LOGITS_CHECK_VALUES", "INDEXER_LOGITS_PDL"):
+        before, old = _key(), os.environ.get(name)
+        monkeypatch.setenv(name, "some-value")
+        assert _key() != before, name
+        monkeypatch.setenv(name, old) if old is not None else monkeypatch.delenv(name)
+        assert _key() == before, name
+
+
+def test_arguments_moving_between_a_tuple_and_its_neighbour_give_other_keys():
+    """The flat key marks each tuple with its length: kv=(k,) then w=X is not kv=(k, X) then w=None."""
+    k, x = torch.zeros(4, 8), torch.zeros(4, 4)
+    assert F.key_of("t", ((k,), x, None), ()) != F.key_of("t", ((k, x), None, None), ())
+    assert F.key_of("t", ((k, None), x), ()) != F.key_of("t", ((k,), None, x), ())
+    assert F.key_of("t", ([k], x), ()) != F.key_of("t", ((k,), x), ())  # a list is not a tuple
+    assert F.key_of("t", ((k, "s"),), ()) is None and F.key_of("t", (3,), ()) is None  # not tensors: no key

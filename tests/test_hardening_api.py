@@ -182,7 +182,9 @@ DECODE_BAD = {
     "out list": (D8, dict(out=[[0.0] * 128] * 4), "out"),
     # the rest
     "schedule_meta a list": (D8, dict(schedule_meta=[0, 0]), "schedule_meta"),
-    "logits_dtype bf16": (D8, dict(logits_dtype=torch.bfloat16), "logits_dtype"),
+    "logits_dtype fp16": (D8, dict(logits_dtype=torch.float16), "logits_dtype"),
+    "logits_dtype a string": (D8, dict(logits_dtype="bfloat16"), "logits_dtype"),
+    "out fp32 for bf16 logits": (D8, dict(logits_dtype=torch.bfloat16, out=torch.empty(4, 128)), "out"),
 }
 
 
@@ -344,6 +346,7 @@ PREFILL_BAD = {
     "out float64": (P16, dict(out=torch.empty(4, 64, dtype=torch.float64)), "out"),
     "out on another device": (P16, dict(out=torch.empty(4, 64, device=META)), "out"),
     "logits_dtype fp16": (P16, dict(logits_dtype=torch.float16), "logits_dtype"),
+    "out fp32 for bf16 logits": (P8, dict(logits_dtype=torch.bfloat16, out=torch.empty(4, 64)), "out"),
 }
 
 

@@ -5,7 +5,7 @@ order) and their pass criteria, re-written from reading them:
 - DeepGEMM tests/test_attention.py at 0f5f266 (2026-01-16): test_mqa_logits (H=64, D=128, the
   causal and context-parallel windows, plain and compressed output) and test_paged_mqa_logits
   (page 64, 1-D lens with clean_logits=True and the exact -inf mask, 2-D lens with
-  clean_logits=False); the stored version 00b1d2d adds page 32 (one case here, xfail);
+  clean_logits=False); the stored version 00b1d2d adds page 32 (1-D and 2-D lens here);
 - DeepGEMM tests/test_attention.py at 54e2261 (2026-06-23), its SM90 cases: fp8_fp4_mqa_logits
   and fp8_fp4_paged_mqa_logits with (q, None), H in {32, 64}, D in {32, 64, 128} (prefill) and
   128 (paged), logits_dtype float32 and bf16, 2-D lens, the 'simulated' criterion (calc_diff
@@ -23,8 +23,8 @@ order) and their pass criteria, re-written from reading them:
 Every passing peer criterion is DeepGEMM's: calc_diff < 1e-3 against the reference computed from
 the unquantized bf16 inputs, and the -inf mask exactly equal where the peer checks it. Every call
 must be served by a kernel: the torch reference is patched to fail, and the dispatch rung is
-asserted. Where the runtime serves a peer case only through the reference today (D=32, page 32)
-or refuses it (bf16 logits), the case is xfail(strict=True) and flips when the kernel lands.
+asserted: D=32 and page 32 by their family defaults, bf16 logits (54e2261's logits_dtype) by
+the float32 kernels storing into a bf16 output.
 
 CPU: the kernels run under TRITON_INTERPRET=1 (conftest) at scaled-down shapes (test_cpu_*).
 GPU: the same tests at the peers' own shapes (test_gpu_*, marker gpu), in two runs of a few
@@ -241,18 +241,7 @@ def run_decode_sglang(seq_lens, pool_pages, table_pages, heads=64, head_dim=128,
 
 
 # ---------------------------------------------------------------------------------------------
-# What the runtime does not serve with a kernel today (xfail strict: flips when it does).
-
-D32 = "D=32 is served only by the torch reference (no D=32 kernel in the default table)"
-PAGE32 = "page 32 is served only by the torch reference (no page-32 kernel in the default table)"
-BF16_LOGITS = "logits_dtype=torch.bfloat16 is refused (float32 logits only)"
-
-
-RAISES = {D32: AssertionError, PAGE32: AssertionError, BF16_LOGITS: ValueError}
-
-
-def xfail(reason: str, *values):
-    return pytest.param(*values, marks=pytest.mark.xfail(strict=True, reason=reason, raises=RAISES[reason]))
+# The peers' enumerations.
 
 
 def cases_54e2261_prefill(shapes, logits_dtypes=(torch.float32,), heads=(32, 64), dims=(32, 64, 128)):
@@ -266,16 +255,15 @@ def cases_54e2261_prefill(shapes, logits_dtypes=(torch.float32,), heads=(32, 64)
                         for disable_cp in (False, True):
                             if not disable_cp and (seq_len_kv % seq_len or seq_len % 2):
                                 continue
-                            values = (dtype, compressed, seq_len, seq_len_kv, h, d, disable_cp)
-                            reason = BF16_LOGITS if dtype == torch.bfloat16 else D32 if d == 32 else None
-                            out.append(xfail(reason, values) if reason else pytest.param(values))
+                            out.append((dtype, compressed, seq_len, seq_len_kv, h, d, disable_cp))
     return out
 
 
 def _cases_54e2261_paged(batches=(256, 4096), avg_kvs=(8192, 65536), bf16_at=(256, 8192),
                          pool_cap: Optional[int] = 32 * 1024 * 1024):
     """54e2261's SM90 paged enumeration (fp8, page 64, D=128, 2-D lens, clean_logits=False); bf16
-    logits (refused today) at one (batch, avg_kv) only, as each xfail case still builds its inputs."""
+    logits at one (batch, avg_kv) only (the same kernels as float32, whose store rounds to bf16:
+    the other shapes would time the same code twice)."""
     out = []
     for dtype in (torch.float32, torch.bfloat16):
         for batch in batches:
@@ -284,11 +272,8 @@ def _cases_54e2261_paged(batches=(256, 4096), avg_kvs=(8192, 65536), bf16_at=(25
                     for avg_kv in avg_kvs:
                         if pool_cap is not None and batch * avg_kv > pool_cap:
                             continue
-                        if dtype == torch.bfloat16:
-                            if (batch, avg_kv) == bf16_at:
-                                out.append(xfail(BF16_LOGITS, (dtype, batch, next_n, heads, avg_kv)))
-                        else:
-                            out.append(pytest.param((dtype, batch, next_n, heads, avg_kv)))
+                        if dtype == torch.float32 or (batch, avg_kv) == bf16_at:
+                            out.append((dtype, batch, next_n, heads, avg_kv))
     return out
 
 
@@ -355,9 +340,9 @@ def test_cpu_deepgemm_0f5f266_paged(two_d, batch, next_n):
 
 
 @cpu_only
-@pytest.mark.xfail(strict=True, reason=PAGE32, raises=AssertionError)
-def test_cpu_deepgemm_00b1d2d_paged_page32():
-    run_paged_0f5f266(False, 2, 1, avg_kv=100, max_model_len=192, page=32)
+@pytest.mark.parametrize("two_d", [False, True], ids=["1d", "2d"])
+def test_cpu_deepgemm_00b1d2d_paged_page32(two_d):
+    run_paged_0f5f266(two_d, 2, 1, avg_kv=100, max_model_len=192, page=32)
 
 
 @cpu_only
@@ -395,7 +380,7 @@ def test_gpu_deepgemm_0f5f266_mqa_logits(seq_len, compressed, seq_len_kv, disabl
 @pytest.mark.parametrize(
     "case",
     cases_54e2261_prefill([(2048, 8192), (2048, 65536), (8192, 8192), (8192, 65536)])
-    # bf16 logits (refused today) at the smallest shape only: each xfail case still builds its inputs
+    # bf16 logits (the float32 kernels, rounding as they store) at the smallest shape only
     + cases_54e2261_prefill([(2048, 8192)], logits_dtypes=(torch.bfloat16,)),
     ids=lambda c: "-".join(map(_id, c)))
 def test_gpu_deepgemm_54e2261_mqa_logits(case):
@@ -423,9 +408,9 @@ def test_gpu_deepgemm_0f5f266_paged(two_d, batch, next_n, avg_kv):
 
 
 @gpu
-@pytest.mark.xfail(strict=True, reason=PAGE32, raises=AssertionError)
-def test_gpu_deepgemm_00b1d2d_paged_page32():
-    run_paged_0f5f266(False, 64, 1, 8192, max_model_len=111 * 1000, page=32)
+@pytest.mark.parametrize("two_d", [False, True], ids=["1d", "2d"])
+def test_gpu_deepgemm_00b1d2d_paged_page32(two_d):
+    run_paged_0f5f266(two_d, 64, 1, 8192, max_model_len=111 * 1000, page=32)
 
 
 @gpu

@@ -198,7 +198,8 @@ DECODE_CASES = [  # (dtype, next_n, lens_mode, clean, layout, page)
     ("bf16", 1, "2d", True, "none", 64),
     ("bf16", 4, "2d", False, "none", 64),
     ("fp8", 1, "1d", True, "token_interleaved", 64),  # no default: reference, with a warning
-    ("fp8", 2, "1d", True, "page_blocked", 32),  # no default: reference
+    ("fp8", 2, "1d", True, "page_blocked", 32),  # the fp8 cache's page-32 default
+    ("bf16", 2, "1d", True, "none", 32),  # no default (the bf16 cache has page 64 only): reference
 ]
 
 
@@ -208,7 +209,7 @@ def test_paged_api_matches_reference(case):
     problem = Problem(q_dtype=dtype, cache_dtype=dtype, scale_layout=layout, page_size=page, next_n=n,
                       lens_mode=lens_mode)
     inputs = make_decode_inputs(problem, 2, 200 if n < 4 else 136, seed=n)
-    expect_kernel = layout != "token_interleaved" and page == 64
+    expect_kernel = layout != "token_interleaved" and (page == 64 or (page, dtype) == (32, "fp8"))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         out = decode_call(inputs, clean)
@@ -423,7 +424,7 @@ def _bad_decode_calls(inputs):
     yield "out", lambda: f(q, kv, w, lens, bt, meta, width, out=torch.empty(2, width - 1))
     yield "out", lambda: f(q, kv, w, lens, bt, meta, width, out=torch.empty(width, 2).t())
     yield "kv_cache", lambda: f(q, kv[..., :100], w, lens, bt, meta, width)
-    yield "logits_dtype", lambda: f(q, kv, w, lens, bt, meta, width, logits_dtype=torch.bfloat16)
+    yield "logits_dtype", lambda: f(q, kv, w, lens, bt, meta, width, logits_dtype=torch.float16)
 
 
 @pytest.mark.parametrize("index", range(11))

@@ -160,3 +160,47 @@ def test_cli_check_bad_options():
     assert res.exit_code == 2 and "--target" in res.output and "sm_120" in res.output
     res = CliRunner().invoke(main, ["check", "--heads", "12"])
     assert res.exit_code == 2 and "--heads" in res.output and "64" in res.output
+
+
+def _default_table(root, entries):
+    """root/default/dispatch.json holding just these (problem, config, fits_targets) as native defaults."""
+    modules, defaults = {}, {}
+    for problem, config, fits in entries:
+        variant = f"{problem.family}__{problem.slug}__{config.slug}__00000000"
+        modules[variant] = {"file": f"{variant}.py", "sha256": "0" * 64, "problem": problem.to_dict(),
+                            "problem_key": problem.key, "config": config.to_dict(), "fits_targets": fits}
+        defaults[problem.key] = variant
+    (root / "default").mkdir(parents=True)
+    (root / "default" / "dispatch.json").write_text(json.dumps({"modules": modules, "defaults": defaults}))
+    return root
+
+
+def test_cli_check_defaults_compiles_the_shipped_defaults(tmp_path):
+    d32 = Problem(family="prefill_ragged", page_size=0, heads=32, head_dim=32)
+    root = _default_table(tmp_path / "t", [(d32, default_config(d32), sorted(TARGETS))])
+    res = CliRunner().invoke(main, ["check", "--defaults", "--root", str(root), "--target", "sm_120",
+                                    "--out", str(tmp_path / "c.jsonl")])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"family default prefill_ragged__fp8_h32_d32__\S+: ok \(\d+ registers", res.output), res.output
+    assert "sm_120 summary: 1 ok / 0 infeasible / 0 error" in res.output
+
+
+@pytest.mark.parametrize("claims", [True, False], ids=["claimed", "not-claimed"])
+def test_cli_check_defaults_fails_a_default_on_a_target_its_entry_claims(tmp_path, claims):
+    """SMEM_HOG does not fit sm_120 (statically: nothing compiles): a failure only where the
+    table says the module fits sm_120."""
+    fits = ["sm_90", "sm_120"] if claims else ["sm_90"]
+    root = _default_table(tmp_path / "t", [(FP8, SMEM_HOG, fits)])
+    res = CliRunner().invoke(main, ["check", "--defaults", "--root", str(root), "--target", "sm_120",
+                                    "--out", str(tmp_path / "c.jsonl")])
+    assert res.exit_code == (1 if claims else 0), res.output
+    assert re.search(r"family default decode_paged__fp8_pg64_h64_d128_n1__\S+: infeasible \(shared_memory", res.output)
+    assert ("does not claim sm_120" in res.output) is not claims
+
+
+def test_cli_check_defaults_takes_no_problem_options(tmp_path):
+    for args in (["--heads", "32"], ["--sample", "2"], ["--all"], ["--page-size", "32"]):
+        res = CliRunner().invoke(main, ["check", "--defaults", *args, "--root", str(tmp_path)])
+        assert res.exit_code == 2 and f"takes no {args[0]}" in res.output, res.output
+    res = CliRunner().invoke(main, ["check", "--defaults", "--root", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "--root" in res.output and "no readable family-default table" in res.output

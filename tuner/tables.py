@@ -65,20 +65,27 @@ def _is_module_file(name: str) -> bool:
     return name.endswith(".py") and "__" in name and name.split("__", 1)[0] in family_names()
 
 # The problems served by family defaults: DeepSeek-V3.2/V4's H=64, D=128, page 64, and the head
-# counts and head dims the engines' and DeepGEMM's own tests call with (vLLM's and DeepGEMM
-# 54e2261's H=32, D=64 cases; a tensor-parallel split of 64 heads gives 32 or 16), so that none of
-# them falls to the torch reference, which is slow and cannot be captured in a CUDA graph.
+# counts, head dims and page sizes the engines' and DeepGEMM's own tests call with (vLLM's and
+# DeepGEMM 54e2261's H=32, D=64 and D=32 cases; a tensor-parallel split of 64 heads gives 32 or
+# 16), so that none of them falls to the torch reference, which is slow and cannot be captured in
+# a CUDA graph.
 DEFAULT_HEADS, DEFAULT_HEAD_DIM, DEFAULT_PAGE = 64, 128, 64
 DEFAULT_HEAD_COUNTS = (16, 32, 64, 128)
-DEFAULT_HEAD_DIMS = (64, 128)
+DEFAULT_HEAD_DIMS = (32, 64, 128)
+# The page sizes of the paged families' defaults, per cache dtype: SGLang's and vLLM's 64, and 32
+# for an fp8 cache (DeepGEMM 00b1d2d's paged logits take 32-token pages; its later sm_100 kernels
+# take 32, 64 and 128 at every head count and D). The bf16 cache is this runtime's own, at 64.
+DEFAULT_PAGES = {"fp8": (DEFAULT_PAGE, 32), "bf16": (DEFAULT_PAGE,)}
 
 
 def default_problems() -> list[Problem]:
-    """Every registered family's problems at these shapes, per dtype, head count and head dim
-    (each family's own next_n and lens modes: tuner.families.base.Family.default_problems)."""
+    """Every registered family's problems at these shapes, per dtype, page size (paged families
+    only), head count and head dim (each family's own next_n and lens modes:
+    tuner.families.base.Family.default_problems)."""
     return [p for dtype in ("fp8", "bf16") for name in family_names()
+            for page in (DEFAULT_PAGES[dtype] if family_of(name).kind.paged else (DEFAULT_PAGE,))
             for heads in DEFAULT_HEAD_COUNTS for head_dim in DEFAULT_HEAD_DIMS
-            for p in family_of(name).default_problems(dtype, DEFAULT_PAGE, heads, head_dim)]
+            for p in family_of(name).default_problems(dtype, page, heads, head_dim)]
 
 
 def interpreter_dot_dtype(problem: Problem) -> str:

@@ -1,8 +1,8 @@
 """`verify --record`: what verify found, per bucket, written into the table it checked.
 
 Each checked entry of dispatch.json gets a field `verified`: {ok, calc_diff, worst_row_calc_diff,
-rel_err, rows_checked, rows, mask, poisoned_table, shape, seconds, gates, how, device, triton,
-torch, date, seed}; each module checked on the large pool an item of the top-level
+rel_err, rounding_bound_ratio, rows_checked, rows, mask, poisoned_table, shape, seconds, gates, how,
+device, triton, torch, date, seed}; each module checked on the large pool an item of the top-level
 `verified_pool` {variant: {...}}. Nothing else changes: no module file, no sha256, no other
 field (the table is re-serialised the way emit writes it). The runtime ignores both fields
 (indexer_logits._tables.validate_table reads only what it needs), `ship` copies them, and `emit`
