@@ -18,7 +18,8 @@ GPU_MODEL = re.compile(r"(?i)(^|[_\-.])(h100|h200|h800|h20|a100|a800|a10|l40s?|l
 
 def test_the_tools():
     assert TOOLS == ["ceilings", "checks", "chunked_prefill", "eager", "host", "model_fit", "pdl", "predicted", "runs",
-                     "sweep", "table_configs", "template_ab", "timeline", "topk", "workers", "xcompile_ir"]
+                     "sweep", "table_configs", "template_ab", "timeline", "topk", "triton_versions", "workers",
+                     "xcompile_ir"]
     assert (BENCH / "__init__.py").is_file() and not (ROOT / "scripts").exists()
 
 
