@@ -44,7 +44,7 @@ FAMILY_CASES = {
 }
 # Candidates whose templates read a Config knob that the current ones ignore (a k_rows knob):
 # gated with every config as given, and with the first k_rows config again with the knob set.
-KNOBS = {"head_sum_chain": '"head_sum":"chain"'}
+KNOBS = {"head_sum_chain": '"head_sum":"chain"', "prefill_ragged_tma": '"head_sum":"chain"'}
 
 
 def _with_knob(configs: str, knob: str) -> str:
