@@ -327,6 +327,7 @@ def main(argv=None) -> int:
     if args.worker:
         return worker(args)
     if args.out:
+        args.out = args.out.resolve()  # the workers run in the repository root
         args.out.mkdir(parents=True, exist_ok=True)
     pythons = args.python or matrix_pythons()
     alt_dir = overlay(args.alt) if args.alt else None
