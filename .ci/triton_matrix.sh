@@ -23,7 +23,8 @@ ROOT=${TRITON_MATRIX_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/indexer-logits/triton-
 PY=${PYTHON:-python3}
 # "<major.minor> <target> <family> <check's reason>: why" (issue 30, item 3: Triton 3.9's sm_90 register allocation
 # of the 64x64x4-row ragged prefill tile spills 156 + 148 B at 255 registers; 3.6: 222, 3.8: 224
-# registers, no spill. Candidates that fit all three: docs/PERF.md, "Triton versions").
+# registers, no spill. Candidates that fit all three: docs/PERF.md, "Triton versions"; why, and a
+# template candidate without the spill: "Prefill under Triton 3.8 and 3.9: why").
 KNOWN=("3.9 sm_90 prefill_ragged spills: family default spills under Triton 3.9 (re-tune or a new default needs a GPU)")
 # The runtime's interpreter tests: decode and ragged prefill defaults at H in {16, 32, 128} x D in
 # {64, 128} (test_default_heads), chunked prefill's kernel over page sizes, layouts and dtypes and

@@ -289,6 +289,7 @@ def problem_dict(family: str, cache_dtype: str, heads: int, head_dim: int, page_
 DOT_DTYPES = ("native", "fp16", "bf16", "fp32")
 ORIENTS = ("q_rows", "k_rows")
 STORES = ("tile", "run")
+HEAD_SUMS = ("tree", "chain")
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,13 @@ class Config(_Canonical):
       k_rows, tiles inside one page), with the run's fp8 scales read once before its first tile
       and applied there. Costs registers: TILES rounded up to a power of two x block_t x next_n
       fp32 values per program, and as many again for an fp8 cache's scales (docs/PERF.md).
+    head_sum: how a k_rows tile's weighted scores are summed over the heads. 'tree': tl.sum, which
+      since Triton 3.7 adds a thread's values as a binary tree, so half the weight multiplies stay
+      unfused; 'chain': the thread's values split off and added left to right, every multiply fused
+      (FFMA) as tl.sum gave under 3.6. 'chain' assumes the wgmma accumulator layout (sm_90); on
+      mma.sync layouts (sm_80-sm_120) it costs layout conversions. Read only by the candidate
+      experiments/head_sum_chain/ (docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why"); no
+      family's axes list it yet, so the tuner never proposes 'chain'.
     """
 
     block_t: int = 64
@@ -323,6 +331,7 @@ class Config(_Canonical):
     orient: str = "q_rows"
     programs_per_sm: int = 0
     store: str = "tile"
+    head_sum: str = "tree"
 
     def to_dict(self) -> dict[str, Any]:
         # store="tile" (what every kernel did before the field existed) is left out, so the
@@ -330,6 +339,8 @@ class Config(_Canonical):
         d = dataclasses.asdict(self)
         if d["store"] == "tile":
             del d["store"]
+        if d["head_sum"] == "tree":  # likewise
+            del d["head_sum"]
         return d
 
     def __post_init__(self) -> None:
@@ -338,6 +349,7 @@ class Config(_Canonical):
         _choice("dot_dtype", self.dot_dtype, DOT_DTYPES)
         _choice("orient", self.orient, ORIENTS)
         _choice("store", self.store, STORES)
+        _choice("head_sum", self.head_sum, HEAD_SUMS)
         for name in ("block_t", "tiles_per_program", "num_warps", "num_stages", "block_m"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -356,6 +368,8 @@ class Config(_Canonical):
             s += f"_p{self.programs_per_sm}"
         if self.store == "run":
             s += "_sr"
+        if self.head_sum == "chain":
+            s += "_hc"
         return s
 
 

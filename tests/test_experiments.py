@@ -32,12 +32,25 @@ DECODE = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"orient":"k_rows"
           '{"block_t":64,"tiles_per_program":1,"programs_per_sm":2,"dot_dtype":"DOT"}]')
 PREFILL = ('[{"block_t":32,"tiles_per_program":4,"num_stages":3,"block_m":2,"orient":"k_rows","dot_dtype":"DOT"},'
            '{"block_t":64,"tiles_per_program":2,"block_m":4,"orient":"k_rows","dot_dtype":"DOT"}]')
+# Ragged prefill: the same two k_rows tiles, and q_rows.
+RAGGED = PREFILL[:-1] + ',{"block_t":32,"tiles_per_program":2,"block_m":2,"orient":"q_rows","dot_dtype":"DOT"}]'
 # Every candidate folder under experiments/, gated on the families whose templates it replaces.
 FAMILY_CASES = {
     "decode_paged": [(["--buckets", "2x512:full"], DECODE), (["--buckets", "2x512:full", "--next-n", "2"], DECODE),
                      (["--buckets", "2x512:full", "--dtype", "bf16"], DECODE)],
     "prefill_paged": [(["--family", "prefill_paged", "--buckets", "40x700:full"], PREFILL)],
+    "prefill_ragged": [(["--family", "prefill_ragged", "--buckets", "40x700:full"], RAGGED),
+                       (["--family", "prefill_ragged", "--buckets", "40x700:full", "--dtype", "bf16"], RAGGED)],
 }
+# Candidates whose templates read a Config knob that the current ones ignore (a k_rows knob):
+# gated with every config as given, and with the first k_rows config again with the knob set.
+KNOBS = {"head_sum_chain": '"head_sum":"chain"', "prefill_ragged_tma": '"head_sum":"chain"'}
+
+
+def _with_knob(configs: str, knob: str) -> str:
+    """The config list with its first k_rows config repeated at its end with `knob` (a JSON member)."""
+    first = next(c for c in re.findall(r"\{[^{}]*\}", configs) if '"k_rows"' in c)
+    return configs[:-1] + "," + first[:-1] + "," + knob + "}]"
 # Folders under experiments/ that hold no template candidate (each says so in its README).
 NOT_CANDIDATES = {"gluon_decode"}
 # The relu of the score tiles, as every template writes it (both orientations).
@@ -51,7 +64,7 @@ def _folders() -> list[Path]:
     return sorted(p for p in (ROOT / "experiments").iterdir() if p.is_dir())
 
 
-CASES = [(d.name, args, configs)
+CASES = [(d.name, args, _with_knob(configs, KNOBS[d.name]) if d.name in KNOBS else configs)
          for d in _folders()
          for f in sorted(d.glob("*.py.jinja"))
          for args, configs in FAMILY_CASES.get(f.name.removesuffix(".py.jinja"), [])]
@@ -90,7 +103,10 @@ def test_experiments_holds_only_gated_candidates():
             continue
         assert templates, f"{d}: neither a template candidate nor listed in NOT_CANDIDATES"
         for f in templates:
-            assert (ROOT / "templates" / f.name).is_file(), f"{f}: replaces no template"
+            if not (ROOT / "templates" / f.name).is_file():  # a new partial, included by the folder's templates
+                assert f.name.startswith("_") and any(f'"{f.name}"' in t.read_text() for t in templates if t != f), \
+                    f"{f}: replaces no template and no template of its folder includes it"
+                continue
             assert f.name.removesuffix(".py.jinja") in FAMILY_CASES, f"{f}: its family has no gating cases here"
 
 
@@ -121,6 +137,29 @@ def test_template_ab_rejects_a_candidate_without_the_relu(family, configs, tmp_p
     rejects = re.findall(r"^REJECT (\w+) \S+: (\w+)", proc.stdout, re.M)
     assert rejects and all(r == ("alt", "wrong_answer") for r in rejects), proc.stdout[-2000:]
     assert len(rejects) == len(lines)
+
+
+def test_template_ab_rejects_a_head_sum_chain_that_drops_a_head(tmp_path):
+    """experiments/head_sum_chain/'s chained head sum is gated for real: the same candidate with
+    each chain's first term left out is rejected where the knob is set, and passes where it is not
+    (its tree sum is the current template's)."""
+    import shutil
+
+    folder = tmp_path / "chain_drops_a_head"
+    shutil.copytree(ROOT / "experiments" / "head_sum_chain", folder)
+    macro = folder / "_head_sum.py.jinja"
+    text = macro.read_text()
+    bad = text.replace('(ns.names | join(" + "))', '(ns.names[1:] | join(" + "))')
+    assert bad != text, "the chain's join moved; update this test"
+    macro.write_text(bad)
+    args = ["--family", "prefill_ragged", "--buckets", "40x700:full"]
+    proc = _ab(folder, args, '[{"block_t":64,"tiles_per_program":2,"block_m":4,"orient":"k_rows","dot_dtype":"DOT",'
+                             '"head_sum":"chain"}]')
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    default, chain = _summary(proc, args)
+    assert default.count("gated ok") == 2, default
+    assert re.search(r"_hc\s+gated ok\s+REJECTED\s+-$", chain.rstrip()), chain
+    assert re.findall(r"^REJECT (\w+) \S+: (\w+)", proc.stdout, re.M) == [("alt", "wrong_answer")], proc.stdout[-2000:]
 
 
 def test_template_ab_refuses_a_folder_without_templates(tmp_path):

@@ -68,7 +68,11 @@ class PrefillRagged(PrefillFamily):
     def typical_args(self, problem: Problem, config: Config | None) -> dict[str, Any]:
         dt, h, d = TRITON_DTYPE[problem.cache_dtype], problem.heads, problem.head_dim
         return {
-            "q_ptr": f"*{dt}", "k_ptr": f"*{dt}", "k_scale_ptr": "*fp32" if problem.cache_dtype == "fp8" else f"*{dt}",
+            "q_ptr": f"*{dt}", "k_ptr": f"*{dt}",
+            # the key tile's TMA descriptor of the candidate experiments/prefill_ragged_tma/ (unused
+            # by the current template: only a kernel's own parameters are looked up)
+            "k_desc": f"tensordesc<{dt}[{config.block_t if config else 64}, {d}]>",
+            "k_scale_ptr": "*fp32" if problem.cache_dtype == "fp8" else f"*{dt}",
             "w_ptr": "*fp32", "ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": "*fp32",
             "q_stride": h * d, "k_stride": d, "w_stride": h, "out_stride": TYPICAL_KEYS,
             "num_rows": TYPICAL_ROWS, "num_keys": TYPICAL_KEYS,
