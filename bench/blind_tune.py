@@ -98,12 +98,12 @@ def phase_tune(out: Path) -> int:
     return code
 
 
-def phase_compare(out: Path, total_s: float) -> int:
+def phase_compare(out: Path, total_s: float, lens: str = "score") -> int:
     tuned = emitted_table(out / "tables")
     from bench import predicted
 
     return predicted.main(["--predicted", f"tuned={tuned}", "--predicted", f"predicted={BLIND_PREDICTED}",
-                           "--total-s", str(total_s)])
+                           "--total-s", str(total_s), "--lens", lens])
 
 
 def phase_untuned(out: Path, dtype: str, next_n: str, batch: str, context: str, total_s: float) -> int:
@@ -138,7 +138,7 @@ def phase_untuned(out: Path, dtype: str, next_n: str, batch: str, context: str, 
     return predicted.main(["--shipped", str(emitted_table(out / "tables_long")), "--dtype", dtype,
                            "--next-n", next_n, "--predicted", f"fast={emitted_table(out / 'tables_fast')}",
                            "--predicted", f"predicted={pred / 'nvidia_h200' / 'predicted' / 'dispatch.json'}",
-                           "--total-s", str(total_s)])
+                           "--total-s", str(total_s), "--lens", "score"])
 
 
 def main(argv=None) -> int:
@@ -150,6 +150,8 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="the fresh tune's and the blind predicted choices against the shipped")
     c.add_argument("out", type=Path)
     c.add_argument("--total-s", type=float, default=300.0)
+    c.add_argument("--lens", default="score", choices=["full", "quarter", "score"],
+                   help="score: full and quarter-filled lengths summed, the objective both tables were tuned for")
     u = sub.add_parser("untuned", help="a problem nobody tuned: the fast tune against a 5x search")
     u.add_argument("--out", type=Path, required=True)
     u.add_argument("--dtype", default="bf16")
@@ -172,7 +174,7 @@ def main(argv=None) -> int:
     if args.phase == "tune":
         return phase_tune(args.out)
     if args.phase == "compare":
-        return phase_compare(args.out, args.total_s)
+        return phase_compare(args.out, args.total_s, args.lens)
     return phase_untuned(args.out, args.dtype, args.next_n, args.batch, args.context, args.total_s)
 
 

@@ -13,7 +13,8 @@ prints each candidate's time / shipped (median of the rounds) per bucket and the
 candidate that chose the shipped config scores 1 by construction; a bucket where every table chose
 the same config is not timed. Stops timing when --total-s is spent (the rest are listed as skipped).
 
-Usage (GPU host): python3 -m bench.predicted [--predicted [NAME=]PATH ...] [--next-n 1,2] [--lens full] [--rounds 3]
+Usage (GPU host): python3 -m bench.predicted [--predicted [NAME=]PATH ...] [--next-n 1,2] [--lens full|quarter|score]
+                  [--rounds 3]
                   [--total-s 210]
 No GPU:           python3 -m bench.predicted --cpu-smoke  (H=16, D=32 under the interpreter, wall clock;
                   the pairing and the report, not the figures)
@@ -160,7 +161,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shipped", type=Path, default=SHIPPED_TABLE, help="the tuned table (a dispatch.json)")
     ap.add_argument("--next-n", default="1,2", help="decode draft tokens, a comma list")
     ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"], help="the decode problems' dtype")
-    ap.add_argument("--lens", default="full", choices=["full", "quarter"], help="how the timed lengths are filled")
+    ap.add_argument("--lens", default="full", choices=["full", "quarter", "score"],
+                    help="how the timed lengths are filled; score: full and a quarter, summed (the tuner's objective)")
     ap.add_argument("--rounds", type=int, default=3, help="A/B pairs timed per bucket")
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--total-s", type=float, default=210.0,
@@ -197,7 +199,7 @@ def main(argv=None) -> int:
     if not args.cpu_smoke and not torch.cuda.is_available():
         return no_cuda("with --cpu-smoke")
     from indexer_logits._identity import Bucket
-    from tuner.families import run_all_gates
+    from tuner.families import family_of, run_all_gates
     from tuner.gates import GateFailure
     from tuner.inputs import make_decode_inputs
     from tuner.measure import time_candidate, timing_inputs
@@ -234,13 +236,16 @@ def main(argv=None) -> int:
             rows.append((problem, bucket, shipped_config, cands, None))
             continue
         kw = {"min_pool_bytes": 1 << 20} if smoke else {}
-        sets = timing_inputs(problem, Bucket(*bucket), args.lens, device=device, **kw)
+        sets = timing_inputs(problem, Bucket(*bucket), "full" if args.lens == "score" else args.lens, device=device, **kw)
+        fills = [sets]
+        if args.lens == "score":  # the same pool and tables, a quarter of the lengths (tuner.tasks' "partial")
+            fills.append(family_of(problem).partial_timing_inputs(problem, Bucket(*bucket), sets, 0))
         times = {c: [] for c in configs}
         for _ in range(args.rounds):  # alternating: A B C A B C ...
             for config in configs:
-                t = time_candidate(module(problem, config), sets, False,
-                                   method="wall_clock" if smoke else "cuda_graph", replays=args.replays)
-                times[config].append(t.p50_ms * 1e3)
+                times[config].append(sum(
+                    time_candidate(module(problem, config), fill, False, method="wall_clock" if smoke else "cuda_graph",
+                                   replays=args.replays).p50_ms * 1e3 for fill in fills))
         rows.append((problem, bucket, shipped_config, cands, {c: statistics.median(v) for c, v in times.items()}))
         print(report(rows[-1:], names).splitlines()[1], flush=True)
         del sets

@@ -80,7 +80,7 @@ def test_the_committed_blind_table_covers_the_fp8_decode_buckets():
 
 def test_cpu_smoke(tmp_path):
     blind = _table(tmp_path / "blind.json", [(N1, (64, 8192), OTHER), (N2, (64, 8192), OTHER)])
-    proc = _run("--cpu-smoke", "--predicted", str(blind), "--rounds", "1")
+    proc = _run("--cpu-smoke", "--predicted", str(blind), "--rounds", "1", "--lens", "score")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "all: geo-mean predicted / shipped" in proc.stdout and "over 2 buckets" in proc.stdout, proc.stdout[-2000:]
 

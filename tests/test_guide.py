@@ -239,8 +239,11 @@ def _evaluator(tmp_path, times) -> Evaluator:
     return ev
 
 
+PREFILL = Problem("prefill_ragged", "fp8", "fp8", 0, "page_blocked", 16, 32, 1, "1d")
+
+
 def test_a_clear_loser_keeps_its_short_timing_and_a_contender_gets_the_full_one(tmp_path):
-    problem = Problem("prefill_ragged", "fp8", "fp8", 0, "page_blocked", 16, 32, 1, "1d")
+    problem = PREFILL
     bucket = Bucket(64, 1024)
     first, loser, close = (Config(block_t=64, tiles_per_program=t, num_warps=4, num_stages=2, block_m=4) for t in (1, 2, 4))
     ev = _evaluator(tmp_path, {first.key: (9.0, 10.0), loser.key: (12.0, 11.0), close.key: (10.4, 9.5)})
@@ -253,6 +256,18 @@ def test_a_clear_loser_keeps_its_short_timing_and_a_contender_gets_the_full_one(
     assert [r for r in ev.worker.requests if r[0] == "time"] == [
         ("time", "full"), ("time", "short"), ("time", "short"), ("time", "full")]
     assert set(ev.seconds) >= {"gate", "time_short", "time_full"}
+
+
+def test_small_buckets_are_timed_in_full_at_once(tmp_path):
+    """Under SHORT_FIRST_FROM_MS a short timing saves nothing: every config gets the full one."""
+    from tuner.evaluate import SHORT_FIRST_FROM_MS
+
+    a, b = (Config(block_t=64, tiles_per_program=t, num_warps=4, num_stages=2, block_m=4) for t in (1, 2))
+    fast = 0.5 * SHORT_FIRST_FROM_MS
+    ev = _evaluator(tmp_path, {a.key: (fast, fast), b.key: (3 * fast, 3 * fast)})
+    ev._gate_and_time(PREFILL, Bucket(64, 1024), a, "seed")
+    v = ev._gate_and_time(PREFILL, Bucket(64, 1024), b, "seed")
+    assert v.row["fidelity"] == "full" and [r for r in ev.worker.requests if r[0] == "time"] == [("time", "full")] * 2
 
 
 def test_a_short_row_never_wins_emit_or_the_summary(tmp_path):

@@ -42,6 +42,12 @@ PREPARE_TIMEOUT_MIN_S = 600.0  # building a bucket's inputs (gigabytes on a GPU)
 # short timing's own spread is a few percent on the H200's small buckets, so a 5% margin keeps a
 # contender and cuts the clear losers, which are most of a climb's neighbours.
 PROMOTE_WITHIN = 1.05
+# Below this bucket score (ms: full + quarter p50 for decode) a short timing costs what a full one
+# does (graph capture, warm-up and the worker's round trip dominate, not the replays) and a cut
+# saves nothing: the H200 run of call 3 spent 112 s on 219 short timings, most of them in 3-50 us
+# buckets, and had no time left to climb in 60 of its 96 buckets. At 1 ms a full timing's 30
+# replays of 8 launches are ~250 ms of GPU time against the short one's ~80.
+SHORT_FIRST_FROM_MS = 1.0
 
 
 class BucketUnavailable(RuntimeError):
@@ -320,7 +326,7 @@ class Evaluator:
         self._ensure_bucket_inputs(problem, bucket)
         payload = self._payload(problem, config, bucket=bucket.to_json(), replays=self.ctx.replays, **self.calibration)
         best = self._bucket_best(problem, bucket) if self.ctx.short_first else None
-        if best is not None:
+        if best is not None and best >= SHORT_FIRST_FROM_MS:
             with self._phase("time_short"):
                 reply = self.worker.request("time", {**payload, "fidelity": "short"}, self.ctx.timeout_s)
             if not reply.ok:
