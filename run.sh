@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 ./setup.sh
 PY=.venv/bin/python
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  $PY cli.py tune --engine --trials 12 --time-budget 340
+  $PY cli.py tune --engine --trials 12 --time-budget 480
   $PY cli.py emit
   $PY cli.py verify
   $PY cli.py bench
