@@ -132,9 +132,7 @@ class _Canonical:
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:
-        # Kept on the (frozen) instance: the tuner's model ranks hundreds of thousands of
-        # (config, bucket) pairs by key, and asdict + json + sha256 each time was most of it.
-        text = self.__dict__.get("_json")
+        text = self.__dict__.get("_json")  # kept on the frozen instance: the model ranks 100k+ points by key
         if text is None:
             text = canonical_json(self.to_dict())
             object.__setattr__(self, "_json", text)

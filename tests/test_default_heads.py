@@ -80,10 +80,15 @@ def _gpu_scale(device: str, small: int, large: int) -> int:
 @pytest.mark.parametrize("next_n", [1, 2])
 def test_decode_is_served_by_a_kernel(heads, dim, next_n, device, no_reference):
     problem = Problem(heads=heads, head_dim=dim, next_n=next_n)
-    batch, width = _gpu_scale(device, 2, 64), _gpu_scale(device, 192, 8192)
-    x = make_decode_inputs(problem, batch, width, seed=heads + dim + next_n, device=device)
+    _decode_is_served(problem, _gpu_scale(device, 2, 64), _gpu_scale(device, 192, 8192), heads + dim + next_n, device,
+                      f"h{heads}_d{dim}")
+
+
+def _decode_is_served(problem: Problem, batch: int, width: int, seed: int, device: str, part: str) -> None:
+    """The kernel rung serves the decode problem (its variant names `part`) and matches the reference."""
+    x = make_decode_inputs(problem, batch, width, seed=seed, device=device)
     sel = K.paged_selection(*x.args())
-    assert sel.rung != "reference" and sel.variant and f"h{heads}_d{dim}" in sel.variant, sel
+    assert sel.rung != "reference" and sel.variant and part in sel.variant, sel
     out = K.fp8_paged_mqa_logits(*x.args()[:5], None, x.max_context_len, True)
     ref = paged_mqa_logits_ref(*x.args())
     valid = x.valid_mask()
@@ -109,15 +114,8 @@ def test_prefill_is_served_by_a_kernel(heads, dim, device, no_reference):
 @pytest.mark.parametrize("next_n,lens", [(1, "1d"), (2, "2d")])
 def test_page32_decode_is_served_by_a_kernel(heads, dim, next_n, lens, device, no_reference):
     problem = Problem(page_size=32, heads=heads, head_dim=dim, next_n=next_n, lens_mode=lens)
-    batch, width = _gpu_scale(device, 3, 64), _gpu_scale(device, 160, 8192)
-    x = make_decode_inputs(problem, batch, width, seed=heads + dim, device=device)
-    sel = K.paged_selection(*x.args())
-    assert sel.rung != "reference" and f"pg32_h{heads}_d{dim}" in sel.variant, sel
-    out = K.fp8_paged_mqa_logits(*x.args()[:5], None, x.max_context_len, True)
-    ref = paged_mqa_logits_ref(*x.args())
-    valid = x.valid_mask()
-    assert calc_diff(out.masked_fill(~valid, 0), ref.masked_fill(~valid, 0)) < 1e-3
-    assert torch.equal(torch.isneginf(out), ~valid)
+    _decode_is_served(problem, _gpu_scale(device, 3, 64), _gpu_scale(device, 160, 8192), heads + dim, device,
+                      f"pg32_h{heads}_d{dim}")
 
 
 @pytest.mark.parametrize("heads,dim", PAGE32, ids=[f"h{h}_d{d}" for h, d in PAGE32])
