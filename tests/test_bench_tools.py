@@ -20,7 +20,6 @@ def test_the_tools():
     assert TOOLS == ["blind_tune", "ceilings", "checks", "chunked_prefill", "eager", "fastpath", "host", "model_fit",
                      "pdl", "predicted", "runs", "sweep", "table_configs", "template_ab", "timeline", "topk",
                      "triton_versions", "workers", "xcompile_ir"]
-                     "xcompile_ir"]
     assert (BENCH / "__init__.py").is_file() and not (ROOT / "scripts").exists()
 
 
