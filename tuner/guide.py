@@ -14,7 +14,7 @@ the store axis, the fixed cost), so a tune asks it first:
     registers and shared memory (tuner.predict, cached in db/xcompile_cache.jsonl), else with the
     model's estimate of them (the CPU interpreter's tests);
   - `order` ranks any configs for a bucket the same way (the local search's neighbours).
-The model's first choice is within a geo-mean 1.035 of the best timed config on the H200's
+The model's first choice is within a geo-mean 1.030 of the best timed config on the H200's
 stored trials (`python -m bench.model_fit`): close, which is why the search then measures a few
 seeds and climbs from the best of them rather than trusting one.
 """

@@ -18,7 +18,7 @@ cost per launch", "What bounds the small buckets"), cited where it is used:
     64x8K time for 3% of its bytes);
   - the fixed cost: launch to launch plus the tail (1.0 + ~1.5 us on the H200 timeline).
 Fit: on the ok H200 trials of db/trials.sqlite (102 decode buckets with 5+ configs, the trials'
-own registers and shared memory), choosing by the model costs a geo-mean 1.035 of the best timed
+own registers and shared memory), choosing by the model costs a geo-mean 1.030 of the best timed
 score per bucket (worst 1.21; `python -m bench.model_fit`); tuner/devices.py's H200 start and
 latency are that fit's.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
@@ -35,7 +35,7 @@ from .devices import Device
 from .families import family_of
 from .space import estimate_shared_bytes
 
-MODEL_VERSION = "2"
+MODEL_VERSION = "3"
 
 STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
@@ -49,6 +49,12 @@ PERSISTENT_COST = 1.45  # the persistent grid's tile loop (its winners: one bf16
 SPAN_PAGES_COST = 1.2  # a tile over several pages reads one block-table entry a token, no TMA box
 DOT_WARPS_FULL = 16  # resident warps an SM's dot needs (fit, with the next_n = 2 run-store A/B below)
 START_QUEUE_WEIGHT = 0.4  # share of a wave's extra first copies that delays it (fit: the stages sweep)
+# Each pipeline stage past 3 slows a decode program's body by this much: the H200's 4-stage
+# configs lost 5-11% to their 3-stage twins at next_n = 2, B 4-64 x 4K-32K (the stored trials'
+# regret there, bt64_tp8_w4_s4 chosen), and four stages at 16,384 tiles 2-4% (docs/PERF.md,
+# "One wave of programs"); the queue term above alone left the model preferring them. Fit: the
+# stored H200 trials' top-1 regret 1.035 -> 1.030 (flat from 0.04 to 0.08; `python -m bench.model_fit`).
+STAGE_PAST_3_COST = 0.04
 SPAN_PAGES_DOT_COST = 1.5  # ... and its dot waits on those gathers (next_n = 2: 1.7x)
 PREFILL_L2_REUSE = 4.0  # prefill's key chunks are read by every row block: mostly from L2 (assumption)
 
@@ -192,6 +198,7 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
         body *= Q_ROWS_COST
     if config.programs_per_sm:
         body *= PERSISTENT_COST
+    body *= 1.0 + STAGE_PAST_3_COST * max(0, config.num_stages - 3)
     return Breakdown(fixed + body, waves, resident, programs, stream_us, serial_us, dot_us, fixed)
 
 
