@@ -5,9 +5,10 @@
   (`load_if_exists`). The space as Optuna sees it is tuner.optuna_space; the summaries, the
   end-of-run table and the progress bar are tuner.summary.
 - Each study is seeded (enqueue_trial) with a table's config (`--seed-table`), configs the user
-  names, the performance model's best few points for the bucket (tuner.guide), other GPUs' tuned
-  choices (tuner.transfer), the family default config, and the winners of finished buckets (nearest first, up to NEIGHBOUR_SEEDS distinct
-  configs); its sampler's seed is derived from the run's seed and the study name.
+  names, the performance model's best few points for the bucket (tuner.guide; without them the
+  family default), other GPUs' tuned choices (tuner.transfer) and the winners of finished buckets
+  (nearest first, up to NEIGHBOUR_SEEDS distinct configs); its sampler's seed is derived from the
+  run's seed and the study name.
 - The local search (`climb` > 0): after every batch, the best config of the bucket so far has its
   one-step neighbours (tuner.space.neighbours) ranked by the model; the untried ones among the
   first `climb` are enqueued; when those are all tried and nothing else waits, the bucket has
