@@ -366,3 +366,25 @@ def test_other_gpus_tuned_tables_seed_a_new_gpu_but_not_its_own_or_predicted_one
                if e["problem"] == DECODE.to_dict()}
     assert [(k[1:], c, src) for k, c, src in seeds] == [  # (3, 4096) is no bucket of that table
         ((64, 8192), Config.from_dict(table["modules"][shipped[(64, 8192)]]["config"]), "seed:transfer:nvidia_h200")]
+
+
+def test_build_with_compiled_resources_reads_the_cross_compile_cache(tmp_path):
+    """On a GPU the guide ranks with each point's compiled registers and shared memory (tuner.predict's
+    cache, committed in db/ for the H200's fp8 decode problems: nothing compiles here)."""
+    import shutil
+
+    from tuner.predict import CompileCache
+
+    cache_path = tmp_path / "xcompile_cache.jsonl"
+    shutil.copy(Path(__file__).resolve().parent.parent / "db" / "xcompile_cache.jsonl", cache_path)
+    before = cache_path.stat().st_size
+    buckets = [Bucket(1, 4096), Bucket(64, 32768)]
+    g = guide.build(H200, [(DECODE, buckets)], cache_path=cache_path, jobs=1)
+    assert cache_path.stat().st_size == before  # every point it wanted was cached
+    cache = CompileCache(cache_path)
+    for b in buckets:
+        seeds = g.seeds_for(DECODE, b)
+        assert len(seeds) == 3
+        for c in seeds:
+            r = cache.get(CompileCache.key(DECODE, c, H200))
+            assert r is not None and r.ok and g.resources[(DECODE.key, c.key)].registers == r.registers

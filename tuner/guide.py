@@ -116,10 +116,9 @@ def build(device: Device, plan: Sequence[tuple[Problem, Sequence[Bucket]]], *, d
             prediction = predict_problem(device, problem, buckets, cache, jobs, on_line=on_line, out=Prediction())
             guide.notes += prediction.notes
             ranked = {b: [c for _, c in prediction.ranked.get((problem, b), [])] for b in buckets}
-            for b in buckets:
-                for c in ranked[b]:
-                    r = cache.get(CompileCache.key(problem, c, device))
-                    guide.resources[(problem.key, c.key)] = Resources(r.registers, r.shared_bytes, r.mma)
+            for c in dict.fromkeys(c for b in buckets for c in ranked[b]):  # every compiled point, once
+                r = cache.get(CompileCache.key(problem, c, device))
+                guide.resources[(problem.key, c.key)] = Resources(r.registers, r.shared_bytes, r.mma)
         else:  # estimates only: no compile (the interpreter's dot dtypes have no compiled counterpart here)
             points = [c for c in feasible_points(problem, device.target_limits, (dot_dtype,))]
             ranked = {b: guide.order(problem, b, points) for b in buckets}
