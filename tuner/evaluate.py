@@ -34,7 +34,8 @@ from .ownership import claim_once, owner_run_id
 from .prebuild import LaunchShape, Prebuilder
 from indexer_logits._identity import Bucket, Config, Problem, variant_name
 from .space import InfeasibleConfig, Target, check
-from .store import FULL_TIMING, RETRIED_STATUSES, Store, TrialRow, fill_timings, gate_key, now_iso, score_of, trial_key
+from .store import RETRIED_STATUSES, Store, TrialRow, fill_timings, gate_key, now_iso, score_of, trial_key
+from .summary import BucketSummary, fill_summary
 from .worker import Worker, WorkerUnavailable
 
 PREPARE_TIMEOUT_MIN_S = 600.0  # building a bucket's inputs (gigabytes on a GPU) is not a candidate
@@ -95,8 +96,8 @@ class Evaluator:
         self.builder = Prebuilder(ctx.interpret, src_dir, jobs)
         self.calibration: dict = {"copy_bw": None, "matmul_rate": None}
         self._gates: dict[str, dict] = {}  # gate_key -> gate row
-        self._built: set[tuple] = set()  # (variant name, specialisation) built by the pool in this run
-        self._ahead: dict[tuple, Bucket] = {}  # (variant name, specialisation) -> the bucket it is prefetched for
+        self._built: set[tuple] = set()  # _build_key of the builds the pool made in this run
+        self._ahead: dict[tuple, Bucket] = {}  # _build_key -> the bucket its build was prefetched for
         self._gate_ready: Optional[str] = None  # problem key whose gate inputs the worker holds
         self._bucket_ready: Optional[tuple[str, str]] = None
         self.build_warnings: list[str] = []
@@ -204,13 +205,14 @@ class Evaluator:
     # -- building and measuring -------------------------------------------------------------
 
     @staticmethod
-    def _specialisation(config: Config, bucket: Bucket) -> tuple:
-        """What of a bucket can change the compiled kernel: a batch of 1 becomes a constant, and the
-        persistent grid takes next_power_of_2(batch) as a constexpr; the widths' integers are all
-        multiples of 16 over the grid. Built once per (variant, this): a wrong guess only means the
-        worker's first launch compiles."""
+    def _build_key(problem: Problem, config: Config, bucket: Bucket) -> tuple:
+        """(variant, what of the bucket can change the compiled kernel): a batch of 1 becomes a
+        constant, and the persistent grid takes next_power_of_2(batch) as a constexpr; the widths'
+        integers are all multiples of 16 over the grid. Built once per key: a wrong guess only means
+        the worker's first launch compiles."""
         batch = bucket.batch
-        return (batch == 1, 1 << (batch - 1).bit_length() if config.programs_per_sm else 0)
+        return (variant_name(problem, config), batch == 1,
+                1 << (batch - 1).bit_length() if config.programs_per_sm else 0)
 
     def _shapes(self, problem: Problem, bucket: Bucket) -> list:
         gb, gc = self.gate_shape(problem)
@@ -218,18 +220,17 @@ class Evaluator:
 
     def prefetch(self, problem: Problem, bucket: Bucket, configs: Sequence[Config]) -> None:
         """Start building, in the background, configs this bucket will ask for (its seeds)."""
-        todo = [c for c in dict.fromkeys(configs) if (variant_name(problem, c), self._specialisation(c, bucket))
-                not in self._built and (variant_name(problem, c), self._specialisation(c, bucket)) not in self._ahead]
+        todo = {self._build_key(problem, c, bucket): c for c in configs}
+        todo = {k: c for k, c in todo.items() if k not in self._built and k not in self._ahead}
         if todo:
-            self.builder.prefetch(problem, todo, self._shapes(problem, bucket))
-            for c in todo:
-                self._ahead[(variant_name(problem, c), self._specialisation(c, bucket))] = bucket
+            self.builder.prefetch(problem, list(todo.values()), self._shapes(problem, bucket))
+            self._ahead.update(dict.fromkeys(todo, bucket))
 
     def _build(self, configs: Sequence[Config], problem: Problem, bucket: Bucket) -> None:
         """Render/import/compile the configs not built yet, in parallel; a failure is the
         config's gate verdict ('compile_error')."""
         gates = {c.key: self._known_gate(problem, c) for c in configs}
-        need = [c for c in configs if (variant_name(problem, c), self._specialisation(c, bucket)) not in self._built
+        need = [c for c in configs if self._build_key(problem, c, bucket) not in self._built
                 and (gates[c.key] is None or gates[c.key]["status"] == "ok")]
         if not need:
             return
@@ -237,14 +238,14 @@ class Evaluator:
         # a prefetched build is waited for under the shapes it was started with (same specialisation)
         groups: dict = {}
         for c in need:
-            ahead = self._ahead.pop((variant_name(problem, c), self._specialisation(c, bucket)), bucket)
+            ahead = self._ahead.pop(self._build_key(problem, c, bucket), bucket)
             groups.setdefault(ahead, []).append(c)
         built = []
         with self._phase("build"):
             for shape_bucket, group in groups.items():
                 built += self.builder.build(problem, group, self._shapes(problem, shape_bucket))
         for result in built:
-            self._built.add((variant_name(problem, result.config), self._specialisation(result.config, bucket)))
+            self._built.add(self._build_key(problem, result.config, bucket))
             if result.status != "ok":
                 self._remember_gate(problem, result.config, result.status, result.detail, {})
             elif result.detail and len(self.build_warnings) < 20:
@@ -347,17 +348,14 @@ class Evaluator:
         return verdict
 
     def _bucket_best(self, problem: Problem, bucket: Bucket) -> Optional[float]:
-        """The bucket's best full score_ms: this run's, or the store's rows of this GPU, template and timer."""
+        """The bucket's best full score_ms: this run's, or the store's (its summary, which skips short rows)."""
         key = (problem.key, bucket.key)
         if key not in self._best_full:
-            rows = self.store.trials(
-                f"gpu_slug = ? and problem_key = ? and bucket_batch = ? and bucket_context = ? and template_hash = ? "
-                f"and timer = ? and status = 'ok' and score_ms is not null and {FULL_TIMING}",
-                [self.ctx.gpu_slug, problem.key, bucket.batch, bucket.context,
-                 self.ctx.template_hashes[problem.family], self.ctx.timer])
-            if not rows:
+            stored = BucketSummary(problem, bucket)
+            fill_summary(stored, self.store, self.ctx.gpu_slug, self.ctx.timer, self.ctx.template_hashes[problem.family])
+            if stored.best is None:
                 return None
-            self._best_full[key] = min(r["score_ms"] for r in rows)
+            self._best_full[key] = stored.best["score_ms"]
         return self._best_full[key]
 
     def _run_gate(self, problem: Problem, config: Config) -> dict:

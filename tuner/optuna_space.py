@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from indexer_logits._identity import Bucket, Config, Problem, canonical_json, sha256_hex
 
-from .space import STORE_RUN_SCOPE, axes_of, store_run_applies
+from .space import TIES, axes_of
 
 SAMPLERS = ("tpe", "grid", "random")
 
@@ -60,13 +60,7 @@ class OptunaSpace:
     told as PRUNED (which taught TPE to shun persistent grids altogether, and would teach it to
     shun block_t > page, q_rows and persistent grids for the store's sake)."""
 
-    # (axis, the value it takes where it is unused, where that is in words, the test of it)
-    TIES = (
-        ("tiles_per_program", 1, "when programs_per_sm is set",
-         lambda problem, f: bool(f["programs_per_sm"])),
-        ("store", "tile", "outside " + STORE_RUN_SCOPE,
-         lambda problem, f: not store_run_applies(problem.page_size, f["orient"], f["programs_per_sm"], f["block_t"])),
-    )
+    TIES = TIES  # tuner.space's, which tuner.space.tied applies to a whole config
 
     def __init__(self, problem: Problem, dot_dtypes: Sequence[str]):
         import optuna

@@ -4,6 +4,7 @@ estimate against the target's limits)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from dataclasses import dataclass, replace
@@ -161,15 +162,25 @@ def sample_points(problem: Problem, count: int, target: Target | None = None, se
     return ([default] if default in points else []) + chosen
 
 
+# Knobs a config leaves unused, and the value the template reads them as there: (axis, that
+# value, where that is in words, the test of it on the config's fields). The Optuna space maps a
+# proposal through them (tuner.optuna_space), the local search its neighbours (`tied`).
+TIES = (
+    ("tiles_per_program", 1, "when programs_per_sm is set",
+     lambda problem, f: bool(f["programs_per_sm"])),
+    ("store", "tile", "outside " + STORE_RUN_SCOPE,
+     lambda problem, f: not store_run_applies(problem.page_size, f["orient"], f["programs_per_sm"], f["block_t"])),
+)
+
+
 def tied(problem: Problem, config: Config) -> Config:
-    """The config with its unused knobs at the value the template reads them as (tuner.optuna_space's
-    TIES): a persistent grid walks one tile a step, and store='run' outside its scope stores per tile."""
-    if config.programs_per_sm and config.tiles_per_program != 1:
-        config = replace(config, tiles_per_program=1)
-    if config.store == "run" and not store_run_applies(problem.page_size, config.orient, config.programs_per_sm,
-                                                       config.block_t):
-        config = replace(config, store="tile")
-    return config
+    """The config with its unused knobs at the value the template reads them as (TIES): a
+    persistent grid walks one tile a step, and store='run' outside its scope stores per tile."""
+    fields = dataclasses.asdict(config)
+    for axis, value, _, unused in TIES:  # in order, as the Optuna space applies them
+        if unused(problem, fields):
+            fields[axis] = value
+    return config if fields == dataclasses.asdict(config) else Config(**fields)
 
 
 def neighbours(problem: Problem, config: Config, target: Target | None = None,

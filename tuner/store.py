@@ -231,11 +231,10 @@ def fill_timings(row: TrialRow, problem: Problem, timings: dict) -> None:
     row.floor_ms = full.get("floor_ms")
     if row.floor_ms:
         row.frac_of_floor = row.floor_ms / row.p50_ms
-    row.score_ms = row.p50_ms
+    row.score_ms = score_of(problem, timings)
     if "partial" in timings and "quarter" in family_of(problem).timing_lens:
         part = timings["partial"]
         row.partial_p50_ms = part["p50_ms"]
-        row.score_ms += part["p50_ms"]
         if part.get("floor_ms"):
             row.partial_frac_of_floor = part["floor_ms"] / part["p50_ms"]
 

@@ -54,7 +54,6 @@ def table_seeds(seed_table: Optional[str], plan, dot_dtypes) -> tuple:
     return tuple(out)
 
 
-
 def tuned_tables(tables_dir: Path, exclude_slug: str) -> list[tuple[str, Path]]:
     """(slug, dispatch.json) of every GPU's tuned table under `tables_dir` but `exclude_slug`'s."""
     out = []
