@@ -190,8 +190,7 @@ def main(argv=None) -> int:
     if args.stored is not None:
         if not args.stored.is_file():
             ap.error(f"--stored: no trial store at {args.stored}")
-        print(stored_report([(p, b, a, cs[0]) for p, b, a, cs in todo if cs[0] is not None],
-                            stored_scores(args.stored)))
+        print(stored_report(pairs(shipped, tables[0], next_ns, args.dtype), stored_scores(args.stored)))
         return 0
 
     import torch
