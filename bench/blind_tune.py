@@ -107,32 +107,49 @@ def phase_compare(out: Path, total_s: float, lens: str = "score") -> int:
 
 
 def phase_untuned(out: Path, dtype: str, next_n: str, batch: str, context: str, total_s: float) -> int:
-    """The fast tune and a 5x search of a problem the shipped table lacks, each emitted, then timed."""
+    """The fast tune and a 5x search of a problem the shipped table lacks, each emitted, then timed.
+    Each finished tune is recorded in DIR/untuned.json at once, so a call cut short (the H200's
+    10-minute limit) resumes with the next phase: run the same command again."""
     problem = ["--dtype", dtype, "--next-n", next_n, "--batch", batch, "--context", context]
-    fast = [a for a in run_sh_tune() if a not in ("--engine",)]
-    fast_args = fast[:1] + problem + fast[1:] + fresh(out, "fast")
-    code, wall = cli(fast_args, out / "untuned_fast.log")
-    if code:
-        return code
-    import sqlite3
+    out.mkdir(parents=True, exist_ok=True)
+    done_path = out / "untuned.json"
+    record = json.loads(done_path.read_text()) if done_path.exists() else {}
+    if record.get("problem", problem) != problem:
+        raise SystemExit(f"{done_path} is another problem's ({record['problem']}); use another --out")
+    record["problem"] = problem
 
-    con = sqlite3.connect(out / "fast" / "trials.sqlite")
-    per_bucket = con.execute("select max(n) from (select count(*) n from trials where status != 'infeasible' "
-                             "group by problem_key, bucket_batch, bucket_context)").fetchone()[0]
-    long_trials = LONG_FACTOR * int(per_bucket or 1)
-    long_args = ["tune", *problem, "--trials", str(long_trials), "--no-stop-at-optimum", "--no-short-first",
-                 *fresh(out, "long")]
-    code, long_wall = cli(long_args, out / "untuned_long.log")
-    if code:
-        return code
+    def save() -> None:
+        done_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+    if "fast_s" not in record:
+        fast = [a for a in run_sh_tune() if a not in ("--engine",)]
+        code, wall = cli(fast[:1] + problem + fast[1:] + fresh(out, "fast"), out / "untuned_fast.log")
+        if code:
+            return code
+        import sqlite3
+
+        con = sqlite3.connect(out / "fast" / "trials.sqlite")
+        per_bucket = con.execute("select max(n) from (select count(*) n from trials where status != 'infeasible' "
+                                 "group by problem_key, bucket_batch, bucket_context)").fetchone()[0]
+        record.update(fast_s=round(wall, 1), fast_max_trials=per_bucket, long_trials=LONG_FACTOR * int(per_bucket or 1))
+        save()
+    else:
+        print(f"untuned: the fast tune is done ({record['fast_s']} s); resuming", flush=True)
+    if "long_s" not in record:
+        long_args = ["tune", *problem, "--trials", str(record["long_trials"]), "--no-stop-at-optimum",
+                     "--no-short-first", *fresh(out, "long")]
+        code, long_wall = cli(long_args, out / "untuned_long.log")
+        if code:
+            return code
+        record["long_s"] = round(long_wall, 1)
+        save()
+    else:
+        print(f"untuned: the 5x search is done ({record['long_s']} s); resuming", flush=True)
     for name in ("fast", "long"):
         cli(["emit", "--db", str(out / name / "trials.sqlite"), "--out", str(out / f"tables_{name}")])
     pred = out / "predicted"
     cli(["predict", "--gpu", "h200", "--family", "decode_paged", "--dtype", dtype, "--next-n", next_n, "--lens-mode",
          "1d", "--batch", batch, "--context", context, "--cache", str(XCOMPILE_CACHE), "--out", str(pred)])
-    record = {"fast_s": round(wall, 1), "long_s": round(long_wall, 1), "fast_max_trials": per_bucket,
-              "long_trials": long_trials, "problem": problem}
-    (out / "untuned.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     from bench import predicted
 
     return predicted.main(["--shipped", str(emitted_table(out / "tables_long")), "--dtype", dtype,

@@ -2,6 +2,7 @@
 the main job cannot drift apart), on a store of its own, away from the shipped table and store;
 the phases' commands without a GPU; the refusal without one."""
 
+import json
 import shlex
 import subprocess
 import sys
@@ -59,3 +60,38 @@ def test_untuned_on_one_bucket(tmp_path):
                            "--context", "4K", "--total-s", "30"], capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "all: geo-mean fast / shipped" in proc.stdout
+
+
+def test_untuned_resumes_after_a_cut(tmp_path, monkeypatch):
+    """A call cut during the 5x search keeps the fast tune's record; the same command again runs
+    only what is left (a missing --out folder is made, not an error)."""
+    import sqlite3
+
+    calls = []
+
+    def fake_cli(args, log=None):
+        calls.append(args[0])
+        if args[0] == "tune" and "fast" in args[args.index("--db") + 1]:
+            db = Path(args[args.index("--db") + 1])
+            db.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(db)
+            con.execute("create table trials (status, problem_key, bucket_batch, bucket_context)")
+            con.executemany("insert into trials values ('ok', 'p', 1, 4096)", [()] * 12)
+            con.commit()
+            return 0, 70.0
+        if args[0] == "tune":  # the 5x search, cut the first time
+            return (137, 300.0) if calls.count("tune") == 2 else (0, 280.0)
+        return 0, 1.0
+
+    monkeypatch.setattr(tool, "cli", fake_cli)
+    monkeypatch.setattr("bench.predicted.main", lambda argv: 0)
+    monkeypatch.setattr(tool, "emitted_table", lambda tables: tables / "gpu" / "dispatch.json")
+    out = tmp_path / "not-yet"
+    args = (out, "bf16", "2", "1", "8K", 10.0)
+    assert tool.phase_untuned(*args) == 137
+    assert json.loads((out / "untuned.json").read_text())["long_trials"] == 5 * 12
+    calls.clear()
+    assert tool.phase_untuned(*args) == 0
+    assert calls == ["tune", "emit", "emit", "predict"]  # the fast tune is not run again
+    record = json.loads((out / "untuned.json").read_text())
+    assert record["fast_s"] == 70.0 and record["long_s"] == 280.0

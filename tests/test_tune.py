@@ -352,6 +352,48 @@ def test_time_budget_is_shared_by_bucket_cost(monkeypatch):
     assert got[big] > 4 * got[small]
 
 
+def test_first_bucket_share_starts_after_its_seeds_are_built(monkeypatch):
+    """Later buckets' seeds compile while the bucket before them is timed; the first bucket's are
+    built before its share is measured out, so the run's start-up is not charged to it (on the
+    H200 a 9 s first trial spent the 1x4096 bucket's whole share on 3 seeds)."""
+    from tuner import search as S
+
+    plan = [(Problem(), [Bucket(1, 4096), Bucket(64, 1 << 17)])]
+    clock = [1000.0]
+    monkeypatch.setattr(S.time, "monotonic", lambda: clock[0])
+    events = []
+
+    class Guide:
+        def seeds_for(self, problem, bucket):
+            return (f"seed-{bucket.batch}",)
+
+    class Ev:
+        def prefetch(self, problem, bucket, configs):
+            events.append(("prefetch", bucket.batch))
+
+        def build_now(self, problem, bucket, configs):
+            events.append(("build_now", bucket.batch, tuple(configs)))
+            clock[0] += 9.0  # the first builds and the worker's start-up
+
+    def fake_tune_bucket(self, problem, bucket, share_end, run_end):
+        events.append(("tune", bucket.batch, share_end - clock[0], run_end))
+        clock[0] = share_end
+        return BucketSummary(problem, bucket)
+
+    monkeypatch.setattr(S.Search, "tune_bucket", fake_tune_bucket)
+    searcher = S.Search.__new__(S.Search)
+    searcher.s = S.SearchSettings(time_budget_s=100.0)
+    searcher.guide, searcher.ev = Guide(), Ev()
+    searcher.run(plan)
+    builds = [e for e in events if e[0] == "build_now"]
+    assert builds == [("build_now", 1, ("seed-1",))]  # the first bucket only
+    assert events.index(builds[0]) < events.index(next(e for e in events if e[0] == "tune"))
+    tunes = [e for e in events if e[0] == "tune"]
+    weights = [S.bucket_weight(Problem(), b) for b in plan[0][1]]
+    assert tunes[0][2] == pytest.approx(91.0 * weights[0] / sum(weights))  # the share of what is left after
+    assert tunes[0][3] == pytest.approx(1100.0)  # the run's own end still counts from its start
+
+
 def test_each_study_is_seeded_with_distinct_neighbour_winners():
     """Default, then the winners of finished buckets nearest first, up to NEIGHBOUR_SEEDS distinct
     configs (a winner equal to the default or to a nearer one is not repeated)."""

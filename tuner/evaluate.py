@@ -226,6 +226,11 @@ class Evaluator:
             self.builder.prefetch(problem, list(todo.values()), self._shapes(problem, bucket))
             self._ahead.update(dict.fromkeys(todo, bucket))
 
+    def build_now(self, problem: Problem, bucket: Bucket, configs: Sequence[Config]) -> None:
+        """Build configs this bucket will ask for and wait for them (the run's first bucket,
+        whose seeds no earlier bucket's timing could hide)."""
+        self._build(list(configs), problem, bucket)
+
     def _build(self, configs: Sequence[Config], problem: Problem, bucket: Bucket) -> None:
         """Render/import/compile the configs not built yet, in parallel; a failure is the
         config's gate verdict ('compile_error')."""
