@@ -1,0 +1,210 @@
+"""The exact top-k of each row of a logits block in two kernels (the four-kernel selection of
+indexer_logits._topk_kernels with its range kernel and its round 2 folded away; docs/PERF.md,
+"Top-k", "Two kernels instead of four"):
+
+1. round 1: every program of a row first reads the same strided sample of the row (SAMPLE
+   scores; the whole row when it is shorter) and maps scores to y = (x - m) * BINS / (M - m)
+   over the sample's range [m, M], clamped to [0, BINS): all programs compute the same mapping
+   from the same scores, so no kernel has to find the row's range first. Scores outside the
+   sample's range fall into the end bins; the mapping is still monotone, so the selection stays
+   exact. Each program counts its chunk's d1 = floor(y) (tl.histogram, one atomic per bin);
+   the row's chunk-0 program stores (m, scale) for kernel 2.
+2. compaction + selection: every program reads the 64 counts, finds the bin t1 holding the k-th
+   score and writes the scores above it to the output (fewer than k); the scores in bin t1 (a
+   few hundred on the bench inputs) go to a per-row candidate buffer, one atomic per block. The
+   row's last program loads the candidates into registers and takes the `need` best by a 4-bit
+   radix over their 32-bit keys (ties at the need-th key: a second radix over their indices, so
+   the smallest indices win), then pads with -1 and zeroes the row's state. A bin t1 holding
+   more than CAP scores (ties, or a sample that missed the row's spread) takes the exact
+   overflow path of _topk_kernels in that same program.
+
+Output and workspace as in _topk_kernels (one workspace serves either path): state words 7 (the
+programs done), 8 and 9 (output and candidate slots), 12 and 13 (the mapping's m and scale as
+float32 bits), then the round-1 histogram.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.language.extra import cuda as tl_cuda
+
+from ._topk_kernels import _digits, _key, _overflow, _score, _threshold, _window
+
+CAP = 4096       # candidates (the scores of bin t1) a row keeps; the last program holds them in registers
+SAMPLE = 2048    # scores of the row every round-1 program reads for the mapping (a power of two)
+
+
+@triton.jit
+def _sample_mapping(base, lo, hi, SAMPLE_: tl.constexpr, BINS_: tl.constexpr):
+    """(m, BINS / (M - m)) over a strided sample of the window [lo, hi); a scale of 0 (every score
+    in bin 0, hence the exact overflow path) where the sample's range is empty, a single value,
+    or not finite: the same rule as _topk_kernels._range."""
+    n = hi - lo
+    stride = tl.maximum((n + SAMPLE_ - 1) // SAMPLE_, 1)
+    j = tl.arange(0, SAMPLE_)
+    t = lo + j * stride
+    ok_t = t < hi
+    x = tl.load(base + t, mask=ok_t, other=float("-inf"))
+    key = _key(x)
+    kmax = tl.max(tl.where(ok_t, key, -2147483647 - 1), 0)
+    kmin = tl.min(tl.where(ok_t & (x > float("-inf")), key, 2147483647), 0)
+    lo_score = _score(kmin)
+    span = _score(kmax) - lo_score
+    ok = (span > 0) & (span < float("inf"))
+    scale = tl.where(ok, BINS_ / tl.where(ok, span, 1.0), 0.0)
+    return tl.where(ok, lo_score, 0.0), scale
+
+
+@triton.jit
+def topk_round1_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, chunk_len,
+                       WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr, SAMPLE_: tl.constexpr,
+                       PDL: tl.constexpr):
+    """Kernel 1: the sample's mapping, then d1's counts of this program's chunk (module docstring)."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    st = ws_ptr + row * (16 + 2 * BINS_)
+    base = logits_ptr + row.to(tl.int64) * stride_row
+    m_lo, scale = _sample_mapping(base, lo, hi, SAMPLE_, BINS_)
+    if chunk == 0:  # kernel 2 reads the mapping instead of re-reading the sample
+        tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
+        tl.store(st + 13, scale.to(tl.int32, bitcast=True))
+    start = tl.maximum(chunk * chunk_len, lo)
+    end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    if end > start:
+        offs = tl.arange(0, BLOCK)
+        counts = tl.zeros([BINS_], tl.int32)
+        for b0 in range(start, end, BLOCK):
+            t = b0 + offs
+            m = t < end
+            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+            counts += tl.histogram(d1, BINS_, mask=m)
+        tl.atomic_add(st + 16 + tl.arange(0, BINS_), counts, mask=counts != 0, sem="relaxed")
+
+
+@triton.jit
+def topk_select_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
+                       ws_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
+                       WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
+                       WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
+                       PDL: tl.constexpr):
+    """Kernel 2: scores above bin t1 to the output, bin t1's to the candidates; the row's last
+    program selects among them and zeroes the row's state (module docstring)."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    st = ws_ptr + row * (16 + 2 * BINS_)
+    base = logits_ptr + row.to(tl.int64) * stride_row
+    out_idx = idx_ptr + row.to(tl.int64) * stride_idx
+    out_val = val_ptr + row.to(tl.int64) * stride_val
+    cands = cand_ptr + row.to(tl.int64) * CAP_
+    m_lo = tl.load(st + 12).to(tl.float32, bitcast=True)
+    scale = tl.load(st + 13).to(tl.float32, bitcast=True)
+    bins = tl.arange(0, BINS_)
+    counts = tl.load(st + 16 + bins)
+    t1, above = _threshold(counts, k, BINS_)
+    if hi - lo <= k:  # the whole window is the answer
+        t1 = -1
+        above = hi - lo
+    n_bin = tl.sum(tl.where(bins == t1, counts, 0), 0)  # exactly the scores with d1 == t1
+    start = tl.maximum(chunk * chunk_len, lo)
+    end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    offs = tl.arange(0, BLOCK)
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        x = tl.load(base + t, mask=m, other=0.0)
+        d1, d2 = _digits(x, m_lo, scale, BINS_)
+        take = m & (d1 > t1)
+        if SCAN_SLOTS:  # one atomic per block, slots by a prefix sum over the block
+            n_take = tl.sum(take.to(tl.int32), 0)
+            if n_take > 0:
+                slot = tl.atomic_add(st + 8, n_take, sem="relaxed") + tl.cumsum(take.to(tl.int32), 0) - 1
+                tl.store(out_idx + slot, t - lo, mask=take)
+                if WRITE_VALUES:
+                    tl.store(out_val + slot, x, mask=take)
+        else:  # one atomic per selected score: no block-wide scan for the few that are
+            slot = tl.atomic_add(st + 8 + tl.zeros_like(t), 1, mask=take, sem="relaxed")
+            tl.store(out_idx + slot, t - lo, mask=take)
+            if WRITE_VALUES:
+                tl.store(out_val + slot, x, mask=take)
+        if n_bin <= CAP_:  # else the overflow path rescans the row: nothing to keep
+            cand = m & (d1 == t1)
+            n_c = tl.sum(cand.to(tl.int32), 0)
+            if n_c > 0:  # candidates are many per row (hundreds): one atomic per block, not per score
+                slot = tl.atomic_add(st + 9, n_c, sem="relaxed") + tl.cumsum(cand.to(tl.int32), 0) - 1
+                packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
+                tl.store(cands + slot, packed, mask=cand & (slot < CAP_))
+    done = tl.atomic_add(st + 7, 1)  # acq_rel: the last program sees every program's writes
+    if done == tl.num_programs(1) - 1:
+        written = tl.minimum(hi - lo, k)
+        need = written - above  # still to take, all from bin t1
+        if need > 0:
+            if n_bin <= CAP_:
+                _take_best(cands, n_bin, need, above, lo, out_idx, out_val, CAP_, WRITE_VALUES)
+            else:
+                _overflow(base, lo, hi, m_lo, scale, t1, -1, need, above, out_idx, out_val, BLOCK, WRITE_VALUES,
+                          BINS_)
+        r = tl.arange(0, KP)
+        pad = (r >= written) & (r < k)
+        tl.store(out_idx + r, tl.full([KP], -1, tl.int32), mask=pad)
+        if WRITE_VALUES:
+            tl.store(out_val + r, tl.full([KP], float("-inf"), tl.float32), mask=pad)
+        # every program of the row is done with its state and histograms: zero them for the next use
+        tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
+        tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+
+
+@triton.jit
+def _take_best(cands, n, need, above, lo, out_idx, out_val, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr):
+    """The `need` best of the row's n candidates (score descending, then index ascending) to
+    output slots above .. above + need - 1."""
+    r = tl.arange(0, CAP_)
+    valid = r < n
+    packed = tl.load(cands + r, mask=valid, other=0, cache_modifier=".cg")
+    key = (packed >> 32).to(tl.int32)
+    ukey = (key ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)      # unsigned order = score order
+    cidx = (packed & 0x7FFFFFFF).to(tl.int32).to(tl.uint32, bitcast=True)  # larger = smaller index
+    take, grp, left = _radix_pick(ukey, valid, need)
+    if tl.sum(grp.to(tl.int32), 0) > left:  # ties at the need-th score: the smallest indices
+        take2, grp2, left2 = _radix_pick(cidx, grp, left)
+        take = take | take2 | grp2  # indices are distinct: grp2 is exactly what is left
+    else:
+        take = take | grp
+    slot = above + tl.cumsum(take.to(tl.int32), 0) - 1
+    t = 0x7FFFFFFF - cidx.to(tl.int32, bitcast=True)
+    tl.store(out_idx + slot, t - lo, mask=take)
+    if WRITE_VALUES:
+        tl.store(out_val + slot, _score(key), mask=take)
+
+
+@triton.jit
+def _radix_pick(v, sel, left):
+    """(take, group, left): of the selected values v (uint32), `take` the ones above the left-th
+    largest's group, `group` those sharing its leading digits, with left (<= the group's size)
+    still to take from it; the group is exactly what is left unless all of it holds one value.
+    4 bits a step (tl.histogram of 16 bins is cheap), from the selected values' highest
+    differing bit (candidates share a bin, so their top bits agree), until the group fits."""
+    vmax = tl.max(tl.where(sel, v, 0), 0)
+    vmin = tl.min(tl.where(sel, v, 0xFFFFFFFF), 0)
+    diff = (vmax ^ vmin).to(tl.float32)  # its exponent is the bit length (rounding up adds one at most)
+    nbits = tl.maximum(((diff.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 126, 0)
+    shift = tl.minimum((nbits + 3) // 4 * 4, 32)
+    take = sel & (v < 0)  # all false
+    grp = sel
+    n_grp = tl.sum(sel.to(tl.int32), 0)
+    while (shift > 0) & (n_grp > left):
+        shift -= 4
+        d = ((v >> shift.to(tl.uint32)) & 15).to(tl.int32)
+        counts = tl.histogram(d, 16, mask=grp)
+        digit, n_above = _threshold(counts, left, 16)
+        take = take | (grp & (d > digit))
+        grp = grp & (d == digit)
+        left -= n_above
+        n_grp = tl.sum(tl.where(tl.arange(0, 16) == digit, counts, 0), 0)
+    return take, grp, left
