@@ -12,7 +12,7 @@ indexer_logits._topk_kernels with its range kernel and its round 2 folded away; 
 2. compaction + selection: every program reads the 64 counts, finds the bin t1 holding the k-th
    score and writes the scores above it to the output (fewer than k); the scores in bin t1 (a
    few hundred on the bench inputs) go to a per-row candidate buffer, one atomic per block. The
-   row's last program loads the candidates into registers and takes the `need` best by a 4-bit
+   row's last program reads the candidates (CB at a time) and takes the `need` best by a 4-bit
    radix over their 32-bit keys (ties at the need-th key: a second radix over their indices, so
    the smallest indices win), then pads with -1 and zeroes the row's state. A bin t1 holding
    more than CAP scores (ties, or a sample that missed the row's spread) takes the exact
@@ -31,7 +31,9 @@ from triton.language.extra import cuda as tl_cuda
 
 from ._topk_kernels import _digits, _key, _overflow, _score, _threshold, _window
 
-CAP = 4096       # candidates (the scores of bin t1) a row keeps; the last program holds them in registers
+CAP = 4096       # candidates (the scores of bin t1) a row keeps (300-1,000 on the bench inputs)
+CB = 512         # candidates the last program reads at a time: 56 registers for the kernel on sm_90 (1,024: 80;
+                 # all 4,096 in registers: 255 and spills; bench.topk_xcompile), 9 programs per SM
 SAMPLE = 2048    # scores of the row every round-1 program reads for the mapping (a power of two)
 
 
@@ -90,7 +92,7 @@ def topk_select_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, 
                        ws_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
                        WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                        WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
-                       PDL: tl.constexpr):
+                       CB_: tl.constexpr, PDL: tl.constexpr):
     """Kernel 2: scores above bin t1 to the output, bin t1's to the candidates; the row's last
     program selects among them and zeroes the row's state (module docstring)."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
@@ -146,7 +148,7 @@ def topk_select_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, 
         need = written - above  # still to take, all from bin t1
         if need > 0:
             if n_bin <= CAP_:
-                _take_best(cands, n_bin, need, above, lo, out_idx, out_val, CAP_, WRITE_VALUES)
+                _take_best(cands, n_bin, need, above, lo, out_idx, out_val, CB_, WRITE_VALUES)
             else:
                 _overflow(base, lo, hi, m_lo, scale, t1, -1, need, above, out_idx, out_val, BLOCK, WRITE_VALUES,
                           BINS_)
@@ -161,50 +163,75 @@ def topk_select_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, 
 
 
 @triton.jit
-def _take_best(cands, n, need, above, lo, out_idx, out_val, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr):
-    """The `need` best of the row's n candidates (score descending, then index ascending) to
-    output slots above .. above + need - 1."""
-    r = tl.arange(0, CAP_)
-    valid = r < n
-    packed = tl.load(cands + r, mask=valid, other=0, cache_modifier=".cg")
-    key = (packed >> 32).to(tl.int32)
-    ukey = (key ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)      # unsigned order = score order
-    cidx = (packed & 0x7FFFFFFF).to(tl.int32).to(tl.uint32, bitcast=True)  # larger = smaller index
-    take, grp, left = _radix_pick(ukey, valid, need)
-    if tl.sum(grp.to(tl.int32), 0) > left:  # ties at the need-th score: the smallest indices
-        take2, grp2, left2 = _radix_pick(cidx, grp, left)
-        take = take | take2 | grp2  # indices are distinct: grp2 is exactly what is left
-    else:
-        take = take | grp
-    slot = above + tl.cumsum(take.to(tl.int32), 0) - 1
-    t = 0x7FFFFFFF - cidx.to(tl.int32, bitcast=True)
-    tl.store(out_idx + slot, t - lo, mask=take)
-    if WRITE_VALUES:
-        tl.store(out_val + slot, _score(key), mask=take)
+def _candidates(cands, c0, n, CB: tl.constexpr):
+    """(in range, unsigned key, index complement) of candidates c0 .. c0 + CB - 1, as int64 (a
+    shift by 32 stays defined): larger key = higher score, larger complement = smaller index."""
+    r = c0 + tl.arange(0, CB)
+    ok = r < n
+    packed = tl.load(cands + r, mask=ok, other=0, cache_modifier=".cg")
+    ukey = ((packed >> 32) + 2147483648) & 0xFFFFFFFF  # the signed key, sign bit flipped
+    return ok, ukey, packed & 0x7FFFFFFF
 
 
 @triton.jit
-def _radix_pick(v, sel, left):
-    """(take, group, left): of the selected values v (uint32), `take` the ones above the left-th
-    largest's group, `group` those sharing its leading digits, with left (<= the group's size)
-    still to take from it; the group is exactly what is left unless all of it holds one value.
-    4 bits a step (tl.histogram of 16 bins is cheap), from the selected values' highest
-    differing bit (candidates share a bin, so their top bits agree), until the group fits."""
-    vmax = tl.max(tl.where(sel, v, 0), 0)
-    vmin = tl.min(tl.where(sel, v, 0xFFFFFFFF), 0)
+def _radix(cands, n, left, tie_key, BY_INDEX: tl.constexpr, CB: tl.constexpr):
+    """(prefix, shift, left, group size) of the left-th best selected candidate: the selected
+    values v (keys; with BY_INDEX the index complements of the candidates whose key is tie_key)
+    with v >> shift > prefix are taken, and `left` more come from those with v >> shift ==
+    prefix (the group; all of it unless they share one value). 4 bits a step (tl.histogram of
+    16 bins is cheap), from the selected values' highest differing bit (candidates share a bin,
+    so their keys share their top bits), until the group fits. Candidates are read CB at a
+    time from L2: CAP of them in registers would hold the whole compaction kernel to ~255
+    registers (bench.topk_xcompile), a quarter of its occupancy."""
+    vmax = tl.zeros([], tl.int64)
+    vmin = tl.full([], 0xFFFFFFFF, tl.int64)
+    n_sel = 0
+    for c0 in range(0, n, CB):
+        ok, ukey, cidx = _candidates(cands, c0, n, CB)
+        v = cidx if BY_INDEX else ukey
+        sel = (ok & (ukey == tie_key)) if BY_INDEX else ok
+        vmax = tl.maximum(vmax, tl.max(tl.where(sel, v, 0), 0))
+        vmin = tl.minimum(vmin, tl.min(tl.where(sel, v, 0xFFFFFFFF), 0))
+        n_sel += tl.sum(sel.to(tl.int32), 0)
     diff = (vmax ^ vmin).to(tl.float32)  # its exponent is the bit length (rounding up adds one at most)
     nbits = tl.maximum(((diff.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 126, 0)
-    shift = tl.minimum((nbits + 3) // 4 * 4, 32)
-    take = sel & (v < 0)  # all false
-    grp = sel
-    n_grp = tl.sum(sel.to(tl.int32), 0)
+    shift = tl.minimum((nbits + 3) // 4 * 4, 32).to(tl.int64)
+    prefix = vmax >> shift
+    n_grp = n_sel
     while (shift > 0) & (n_grp > left):
-        shift -= 4
-        d = ((v >> shift.to(tl.uint32)) & 15).to(tl.int32)
-        counts = tl.histogram(d, 16, mask=grp)
+        counts = tl.zeros([16], tl.int32)
+        for c0 in range(0, n, CB):
+            ok, ukey, cidx = _candidates(cands, c0, n, CB)
+            v = cidx if BY_INDEX else ukey
+            sel = (ok & (ukey == tie_key)) if BY_INDEX else ok
+            grp = sel & ((v >> shift) == prefix)
+            counts += tl.histogram(((v >> (shift - 4)) & 15).to(tl.int32), 16, mask=grp)
         digit, n_above = _threshold(counts, left, 16)
-        take = take | (grp & (d > digit))
-        grp = grp & (d == digit)
         left -= n_above
         n_grp = tl.sum(tl.where(tl.arange(0, 16) == digit, counts, 0), 0)
-    return take, grp, left
+        prefix = prefix * 16 + digit
+        shift -= 4
+    return prefix, shift, left, n_grp
+
+
+@triton.jit
+def _take_best(cands, n, need, above, lo, out_idx, out_val, CB: tl.constexpr, WRITE_VALUES: tl.constexpr):
+    """The `need` best of the row's n candidates (score descending, then index ascending) to
+    output slots above .. above + need - 1: a radix over the keys, then, where the need-th key
+    is tied, one over the tied candidates' indices (the smallest win)."""
+    prefix, shift, left, n_grp = _radix(cands, n, need, -1, False, CB)
+    iprefix = tl.zeros([], tl.int64)
+    ishift = tl.full([], 32, tl.int64)  # (index complement >> 32) == 0 >= 0: the whole group
+    if n_grp > left:  # the group is one key (shift 0), tied: take `left` of it by index
+        iprefix, ishift, ileft, in_grp = _radix(cands, n, left, prefix, True, CB)
+    slot0 = above
+    for c0 in range(0, n, CB):
+        ok, ukey, cidx = _candidates(cands, c0, n, CB)
+        top = ukey >> shift
+        keep = ok & ((top > prefix) | ((top == prefix) & ((cidx >> ishift) >= iprefix)))
+        slot = slot0 + tl.cumsum(keep.to(tl.int32), 0) - 1
+        tl.store(out_idx + slot, (0x7FFFFFFF - cidx).to(tl.int32) - lo, mask=keep)
+        if WRITE_VALUES:
+            key = (ukey - 2147483648).to(tl.int32)
+            tl.store(out_val + slot, _score(key), mask=keep)
+        slot0 += tl.sum(keep.to(tl.int32), 0)

@@ -134,8 +134,8 @@ def _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n) 
     val = indices if values is None else values
     fk.topk_select_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
                                 WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=fk.CAP,
-                                WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl,
-                                **launch)
+                                WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, CB_=fk.CB,
+                                PDL=pdl, **launch)
 
 
 def _pdl(device) -> bool:
