@@ -2,8 +2,8 @@
 indexer_logits._topk_kernels with its range kernel and its round 2 folded away; docs/PERF.md,
 "Top-k", "Two kernels instead of four"):
 
-1. round 1: every program of a row first reads the same strided sample of the row (SAMPLE
-   scores; the whole row when it is shorter) and maps scores to y = (x - m) * BINS / (M - m)
+1. round 1: every program of a row first reads the same sample of the row (SAMPLE scores in
+   runs of 32 spread over it; the whole row when it is shorter) and maps scores to y = (x - m) * BINS / (M - m)
    over the sample's range [m, M], clamped to [0, BINS): all programs compute the same mapping
    from the same scores, so no kernel has to find the row's range first. Scores outside the
    sample's range fall into the end bins; the mapping is still monotone, so the selection stays
@@ -34,18 +34,21 @@ from ._topk_kernels import _digits, _key, _overflow, _score, _threshold, _window
 CAP = 4096       # candidates (the scores of bin t1) a row keeps (300-1,000 on the bench inputs)
 CB = 512         # candidates the last program reads at a time: 56 registers for the kernel on sm_90 (1,024: 80;
                  # all 4,096 in registers: 255 and spills; bench.topk_xcompile), 9 programs per SM
-SAMPLE = 2048    # scores of the row every round-1 program reads for the mapping (a power of two)
+SAMPLE = 2048    # scores of the row every round-1 program reads for the mapping (64 runs of 32)
 
 
 @triton.jit
 def _sample_mapping(base, lo, hi, SAMPLE_: tl.constexpr, BINS_: tl.constexpr):
-    """(m, BINS / (M - m)) over a strided sample of the window [lo, hi); a scale of 0 (every score
-    in bin 0, hence the exact overflow path) where the sample's range is empty, a single value,
-    or not finite: the same rule as _topk_kernels._range."""
-    n = hi - lo
-    stride = tl.maximum((n + SAMPLE_ - 1) // SAMPLE_, 1)
+    """(m, BINS / (M - m)) over a sample of the window [lo, hi): SAMPLE_ / RUN runs of RUN
+    consecutive scores spread evenly over it (the whole window when it is short). Runs, not single
+    strided scores: one 128-byte line a run, so the row's hundreds of programs reading the same
+    sample cost the L2 8 KB each instead of a 32-byte sector per score (64 KB). A scale of 0 (every
+    score in bin 0, hence the exact overflow path) where the sample's range is empty, a single
+    value, or not finite: the same rule as _topk_kernels._range."""
+    RUN: tl.constexpr = 32
+    run_stride = tl.maximum((hi - lo + SAMPLE_ // RUN - 1) // (SAMPLE_ // RUN), RUN)
     j = tl.arange(0, SAMPLE_)
-    t = lo + j * stride
+    t = lo + (j // RUN) * run_stride + j % RUN
     ok_t = t < hi
     x = tl.load(base + t, mask=ok_t, other=float("-inf"))
     key = _key(x)

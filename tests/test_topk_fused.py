@@ -1,6 +1,6 @@
 """The two-kernel selection (indexer_logits._topk_fused, the default path) on what is its own:
-a sampled range that misses the row's spread (candidates in the clamped top bin, in registers or
-past the buffer), ties at the k-th score inside the candidate buffer, and paged decode end to end
+a sampled range that misses the row's spread (candidates in the clamped top bin, in the buffer or
+past it), ties at the k-th score inside the candidate buffer, and paged decode end to end
 at the engines' k (512, 1024, 2048), next_n 1 and 2, 1-D and 2-D lengths, rows shorter than k
 and rows with tied scores. Exactness is against a stable descending sort of the same logits
 (tests/test_topk.py's assert_same_topk); every test asserts the kernels, not torch, served."""
@@ -23,26 +23,27 @@ def _clean_runtime(clean_runtime):
     yield
 
 
-def _unsampled(width, per_period):
-    """Positions the round-1 sample of a [0, width) window never reads, per_period of each stride."""
-    stride = -(-width // F.SAMPLE)
+def _unsampled(width, per_run):
+    """per_run positions after each of the round-1 sample's runs of 32, which it never reads."""
+    runs = F.SAMPLE // 32
+    run_stride = max(-(-width // runs), 32)
     t = torch.arange(width)
-    return (t % stride >= 1) & (t % stride <= per_period), stride
+    return (t % run_stride >= 32) & (t % run_stride < 32 + per_run), run_stride
 
 
 @needs_interpreter
-@pytest.mark.parametrize("per_period,past_cap", [(1, False), (3, True)])
-def test_sample_misses_the_top(per_period, past_cap):
+@pytest.mark.parametrize("width,per_run,past_cap", [(9000, 10, False), (40000, 80, True)])
+def test_sample_misses_the_top(width, per_run, past_cap):
     """High scores only where the sample never looks: they clamp into the top bin, which then
-    holds the k-th score; it fits the candidate buffer (registers) or does not (overflow path)."""
-    width, k = 40000 if past_cap else 9000, 301
-    hidden, stride = _unsampled(width, per_period)
-    assert stride > per_period + 1
+    holds the k-th score; it fits the candidate buffer (read in blocks) or does not (overflow path)."""
+    k = 301
+    hidden, run_stride = _unsampled(width, per_run)
+    assert run_stride >= 32 + per_run
     g = torch.Generator().manual_seed(11)
     x = torch.randn(2, width, generator=g)
     x[:, hidden] += 100.0
     n_top = int(hidden.sum())
-    assert (n_top > F.CAP) == past_cap and n_top > k, "the case must exercise the branch it names"
+    assert (n_top > F.CAP) == past_cap and n_top > max(k, F.CB), "the case must exercise the branch it names"
     lo = torch.tensor([0, 0], dtype=torch.int32)
     hi = torch.tensor([width, width], dtype=torch.int32)
     idx, val = _select(x, k, lo, hi, path="fused")
