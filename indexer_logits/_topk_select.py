@@ -1,5 +1,5 @@
-"""Launching the top-k selection (indexer_logits._topk_kernels) over a block of logits rows, and
-its torch reference. Grids and chunking depend on shapes and the SM count only."""
+"""Launching the top-k selection (indexer_logits._topk_fused, or _topk_kernels) over a block of
+logits rows, and its torch reference. Grids and chunking depend on shapes and the SM count only."""
 
 from __future__ import annotations
 
