@@ -19,8 +19,9 @@ indexer_logits._topk_kernels with its range kernel and its round 2 folded away; 
    overflow path of _topk_kernels in that same program.
 
 Output and workspace as in _topk_kernels (one workspace serves either path): state words 7 (the
-programs done), 8 and 9 (output and candidate slots), 12 and 13 (the mapping's m and scale as
-float32 bits), then the round-1 histogram.
+programs done), 8 and 9 (output and candidate slots), 10 and 11 (the candidates' largest key and
+the complement of their smallest, unsigned), 12 and 13 (the mapping's m and scale as float32
+bits), then the round-1 histogram.
 """
 
 from __future__ import annotations
@@ -143,15 +144,24 @@ def topk_select_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, 
             n_c = tl.sum(cand.to(tl.int32), 0)
             if n_c > 0:  # candidates are many per row (hundreds): one atomic per block, not per score
                 slot = tl.atomic_add(st + 9, n_c, sem="relaxed") + tl.cumsum(cand.to(tl.int32), 0) - 1
-                packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
-                tl.store(cands + slot, packed, mask=cand & (slot < CAP_))
+                key = _key(x)
+                tl.store(cands + slot, (key.to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64),
+                         mask=cand & (slot < CAP_))
+                # the candidates' key range (words 10, 11: the largest unsigned key, the complement
+                # of the smallest) spares the last program a pass before its radix; per block, as
+                # a running range across blocks costs the loop registers (a spill on sm_90)
+                ukey = (key ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
+                not_ukey = (key ^ 0x7FFFFFFF).to(tl.uint32, bitcast=True)  # ~ukey, in signed bit ops
+                ust = st.to(tl.pointer_type(tl.uint32))
+                tl.atomic_max(ust + 10, tl.max(tl.where(cand, ukey, 0), 0), sem="relaxed")
+                tl.atomic_max(ust + 11, tl.max(tl.where(cand, not_ukey, 0), 0), sem="relaxed")
     done = tl.atomic_add(st + 7, 1)  # acq_rel: the last program sees every program's writes
     if done == tl.num_programs(1) - 1:
         written = tl.minimum(hi - lo, k)
         need = written - above  # still to take, all from bin t1
         if need > 0:
             if n_bin <= CAP_:
-                _take_best(cands, n_bin, need, above, lo, out_idx, out_val, CB_, WRITE_VALUES)
+                _take_best(cands, st, n_bin, need, above, lo, out_idx, out_val, CB_, WRITE_VALUES)
             else:
                 _overflow(base, lo, hi, m_lo, scale, t1, -1, need, above, out_idx, out_val, BLOCK, WRITE_VALUES,
                           BINS_)
@@ -177,25 +187,30 @@ def _candidates(cands, c0, n, CB: tl.constexpr):
 
 
 @triton.jit
-def _radix(cands, n, left, tie_key, BY_INDEX: tl.constexpr, CB: tl.constexpr):
-    """(prefix, shift, left, group size) of the left-th best selected candidate: the selected
-    values v (keys; with BY_INDEX the index complements of the candidates whose key is tie_key)
-    with v >> shift > prefix are taken, and `left` more come from those with v >> shift ==
-    prefix (the group; all of it unless they share one value). 4 bits a step (tl.histogram of
-    16 bins is cheap), from the selected values' highest differing bit (candidates share a bin,
-    so their keys share their top bits), until the group fits. Candidates are read CB at a
-    time from L2: CAP of them in registers would hold the whole compaction kernel to ~255
-    registers (bench.topk_xcompile), a quarter of its occupancy."""
+def _tied_extent(cands, n, tie_key, CB: tl.constexpr):
+    """(largest, smallest, count) of the index complements of the candidates whose key is tie_key."""
     vmax = tl.zeros([], tl.int64)
     vmin = tl.full([], 0xFFFFFFFF, tl.int64)
     n_sel = 0
     for c0 in range(0, n, CB):
         ok, ukey, cidx = _candidates(cands, c0, n, CB)
-        v = cidx if BY_INDEX else ukey
-        sel = (ok & (ukey == tie_key)) if BY_INDEX else ok
-        vmax = tl.maximum(vmax, tl.max(tl.where(sel, v, 0), 0))
-        vmin = tl.minimum(vmin, tl.min(tl.where(sel, v, 0xFFFFFFFF), 0))
+        sel = ok & (ukey == tie_key)
+        vmax = tl.maximum(vmax, tl.max(tl.where(sel, cidx, 0), 0))
+        vmin = tl.minimum(vmin, tl.min(tl.where(sel, cidx, 0xFFFFFFFF), 0))
         n_sel += tl.sum(sel.to(tl.int32), 0)
+    return vmax, vmin, n_sel
+
+
+@triton.jit
+def _radix(cands, n, left, tie_key, vmax, vmin, n_sel, BY_INDEX: tl.constexpr, CB: tl.constexpr):
+    """(prefix, shift, left, group size) of the left-th best selected candidate: the selected
+    values v (keys; with BY_INDEX the index complements of the candidates whose key is tie_key),
+    n_sel of them between vmin and vmax, with v >> shift > prefix are taken, and `left` more come
+    from those with v >> shift == prefix (the group; all of it unless they share one value).
+    4 bits a step (tl.histogram of 16 bins is cheap), from the selected values' highest
+    differing bit (candidates share a bin, so their keys share their top bits), until the group
+    fits. Candidates are read CB at a time from L2: CAP of them in registers would hold the whole
+    compaction kernel to ~255 registers (bench.topk_xcompile), a quarter of its occupancy."""
     diff = (vmax ^ vmin).to(tl.float32)  # its exponent is the bit length (rounding up adds one at most)
     nbits = tl.maximum(((diff.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 126, 0)
     shift = tl.minimum((nbits + 3) // 4 * 4, 32).to(tl.int64)
@@ -218,15 +233,19 @@ def _radix(cands, n, left, tie_key, BY_INDEX: tl.constexpr, CB: tl.constexpr):
 
 
 @triton.jit
-def _take_best(cands, n, need, above, lo, out_idx, out_val, CB: tl.constexpr, WRITE_VALUES: tl.constexpr):
+def _take_best(cands, st, n, need, above, lo, out_idx, out_val, CB: tl.constexpr, WRITE_VALUES: tl.constexpr):
     """The `need` best of the row's n candidates (score descending, then index ascending) to
-    output slots above .. above + need - 1: a radix over the keys, then, where the need-th key
-    is tied, one over the tied candidates' indices (the smallest win)."""
-    prefix, shift, left, n_grp = _radix(cands, n, need, -1, False, CB)
+    output slots above .. above + need - 1: a radix over the keys (their range from the
+    compaction's atomics), then, where the need-th key is tied, one over the tied candidates'
+    indices (the smallest win)."""
+    kmax = tl.load(st + 10, cache_modifier=".cg").to(tl.uint32, bitcast=True).to(tl.int64)
+    kmin = 0xFFFFFFFF - tl.load(st + 11, cache_modifier=".cg").to(tl.uint32, bitcast=True).to(tl.int64)
+    prefix, shift, left, n_grp = _radix(cands, n, need, -1, kmax, kmin, n, False, CB)
     iprefix = tl.zeros([], tl.int64)
     ishift = tl.full([], 32, tl.int64)  # (index complement >> 32) == 0 >= 0: the whole group
     if n_grp > left:  # the group is one key (shift 0), tied: take `left` of it by index
-        iprefix, ishift, ileft, in_grp = _radix(cands, n, left, prefix, True, CB)
+        imax, imin, n_tied = _tied_extent(cands, n, prefix, CB)
+        iprefix, ishift, ileft, in_grp = _radix(cands, n, left, prefix, imax, imin, n_tied, True, CB)
     slot0 = above
     for c0 in range(0, n, CB):
         ok, ukey, cidx = _candidates(cands, c0, n, CB)
