@@ -33,8 +33,9 @@ from triton.language.extra import cuda as tl_cuda
 from ._topk_kernels import _digits, _key, _overflow, _score, _threshold, _window
 
 CAP = 4096       # candidates (the scores of bin t1) a row keeps (300-1,000 on the bench inputs)
-CB = 512         # candidates the last program reads at a time: 56 registers for the kernel on sm_90 (1,024: 80;
-                 # all 4,096 in registers: 255 and spills; bench.topk_xcompile), 9 programs per SM
+CB = 512         # candidates the last program reads at a time: 64 registers for the kernel on sm_90, 8
+                 # programs of 4 warps per SM (1,024: +24; all 4,096 in registers: 255 and spills;
+                 # bench.topk_xcompile)
 SAMPLE = 2048    # scores of the row every round-1 program reads for the mapping (64 runs of 32)
 
 
