@@ -1,17 +1,19 @@
 """Logits + top-k on the GPU: the device selection against logits + torch.topk, same process.
 
-    python3 -m bench.topk [--out DIR] [--sweep] [--skip-prefill] [--k 2048]
+    python3 -m bench.topk [--out DIR] [--paths fused,rounds] [--sweep] [--skip-prefill] [--k 2048]
 
 Decode (fp8, next_n 1, full lengths; 64x32K, 64x128K, 1x1M, 128x8K): CUDA-graph time of the
-logits kernel alone, of fp8_paged_mqa_topk, and of the logits then torch.topk, each graph holding
-4 calls, the three alternated over 5 rounds (best of each). Prefill (fp8 ragged, causal windows:
-the last M tokens of one Nk sequence; 4096x64K, 2048x1M): eager time of fp8_mqa_logits into a
-full [M, Nk] buffer, of fp8_mqa_topk, of the logits then torch.topk where the logits fit, and the
-peak memory each call adds over its inputs and output (torch.cuda.max_memory_allocated).
-Every case checks the selection first: our index sets against a stable descending sort of the
-same logits (the tie rule: smallest index first), over all decode rows and a sample of prefill
-rows. --sweep times the selection alone over its launch parameters (indexer_logits._topk_select)
-on the decode logits. Writes topk.json under --out and prints a table last. Needs a CUDA device.
+logits kernel alone, of fp8_paged_mqa_topk through each selection path (--paths: "fused", the two
+kernels of _topk_fused, and "rounds", the four of _topk_kernels; indexer_logits._topk_select.PATH),
+and of the logits then torch.topk, each graph holding 4 calls, all alternated over 5 rounds (best
+of each). Prefill (fp8 ragged, causal windows: the last M tokens of one Nk sequence; 4096x64K,
+2048x1M): eager time of fp8_mqa_logits into a full [M, Nk] buffer, of fp8_mqa_topk per path, of
+the logits then torch.topk where the logits fit, and the peak memory each call adds over its
+inputs and output (torch.cuda.max_memory_allocated). Every case checks each path's selection
+first: its index sets against a stable descending sort of the same logits (the tie rule:
+smallest index first), over all decode rows and a sample of prefill rows. "topk_us" is the first
+path's time. --sweep times the first path's selection alone over its launch parameters
+(indexer_logits._topk_select) on the decode logits. Writes topk.json under --out and prints a table last. Needs a CUDA device.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 DECODE = [(64, 32768), (64, 131072), (1, 1048576), (128, 8192)]
 PREFILL = [(4096, 65536), (2048, 1048576)]
+DEVICE = "cuda"  # where the cases run (tests/test_bench_topk.py runs them on CPU at small shapes)
 
 
 def graph_us(fn, calls: int = 4, rounds: int = 20) -> float:
@@ -67,6 +70,19 @@ def eager_us(fn, iters: int = 3) -> float:
     return best
 
 
+def on_path(path: str, fn):
+    """fn with the selection path set to `path` while it runs (read at launch: at capture, in a graph)."""
+    from indexer_logits import _topk_select as S
+
+    def call():
+        saved, S.PATH = S.PATH, path
+        try:
+            return fn()
+        finally:
+            S.PATH = saved
+    return call
+
+
 def ref_sets(logits, lo, hi, k):
     """Index sets of the stable descending sort inside each row's window (-1 pads), sorted per row."""
     import torch
@@ -84,7 +100,7 @@ def mismatched_rows(ours, logits, lo, hi, k) -> int:
     return int((ours.sort(dim=1).values != ref_sets(logits, lo, hi, k)).any(dim=1).sum())
 
 
-def decode_cases(k: int, sweep: bool) -> list[dict]:
+def decode_cases(k: int, sweep: bool, paths=("fused", "rounds")) -> list[dict]:
     import torch
     import indexer_logits as K
     from indexer_logits import _topk_select as S
@@ -92,28 +108,31 @@ def decode_cases(k: int, sweep: bool) -> list[dict]:
     from tuner.space import Problem
     rows_out = []
     for batch, ctx in DECODE:
-        inp = make_decode_inputs(Problem(), batch, ctx, lens="full", device="cuda", max_pool_bytes=3 << 30)
+        inp = make_decode_inputs(Problem(), batch, ctx, lens="full", device=DEVICE, max_pool_bytes=3 << 30)
         args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx)
-        logits_buf = torch.empty(batch, ctx, device="cuda")
-        idx_buf = torch.empty(batch, k, dtype=torch.int32, device="cuda")
+        logits_buf = torch.empty(batch, ctx, device=DEVICE)
+        idx_buf = torch.empty(batch, k, dtype=torch.int32, device=DEVICE)
         logits = K.fp8_paged_mqa_logits(*args, False, out=logits_buf)
-        ours = K.fp8_paged_mqa_topk(*args, k)
         hi = inp.context_lens.int()
-        bad = mismatched_rows(ours, logits, torch.zeros_like(hi), hi, k)
-        fns = {
-            "logits": lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_buf),
-            "topk": lambda: K.fp8_paged_mqa_topk(*args, k, out=idx_buf),
-            "torch_topk": lambda: torch.topk(K.fp8_paged_mqa_logits(*args, False, out=logits_buf), k, dim=1),
-        }
+        bad = {p: mismatched_rows(on_path(p, lambda: K.fp8_paged_mqa_topk(*args, k))(), logits, torch.zeros_like(hi),
+                                  hi, k) for p in paths}
+        fns = {"logits": lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_buf)}
+        for p in paths:
+            fns[f"topk_{p}"] = on_path(p, lambda: K.fp8_paged_mqa_topk(*args, k, out=idx_buf))
+        fns["torch_topk"] = lambda: torch.topk(K.fp8_paged_mqa_logits(*args, False, out=logits_buf), k, dim=1)
         best = {name: float("inf") for name in fns}
         for _ in range(5):
             for name, fn in fns.items():
                 best[name] = min(best[name], graph_us(fn))
-        row = {"case": f"decode {batch}x{ctx // 1024}K", "mismatched_rows": bad, **{f"{n}_us": v for n, v in best.items()}}
-        row["topk_over_logits"] = best["topk"] / best["logits"]
+        row = {"case": f"decode {batch}x{ctx // 1024}K", "mismatched_rows": sum(bad.values()),
+               "mismatched_by_path": bad, **{f"{n}_us": v for n, v in best.items()}}
+        row["topk_us"] = best[f"topk_{paths[0]}"]
+        for p in paths:
+            row[f"{p}_over_logits"] = best[f"topk_{p}"] / best["logits"]
+        row["topk_over_logits"] = row["topk_us"] / best["logits"]
         row["torch_over_logits"] = best["torch_topk"] / best["logits"]
         if sweep:
-            row["sweep"] = _sweep(logits, hi, k)
+            row["sweep"] = _sweep(logits, hi, k, paths[0])
         rows_out.append(row)
         print(json.dumps({k_: v for k_, v in row.items() if k_ != "sweep"}), flush=True)
         del inp, logits_buf
@@ -123,23 +142,25 @@ def decode_cases(k: int, sweep: bool) -> list[dict]:
 
 SWEEP = [dict(BINS=n, BLOCK=b, NUM_WARPS=4, PROGRAMS_PER_SM=p, SCAN_SLOTS=False, CAP=c, PDL=d)
          for n in (32, 64) for b in (512, 1024) for p in (8, 16) for c in (64, 128) for d in (False, True)]
+# the two-kernel path keeps a whole bin (hundreds of scores), not what two rounds leave (a handful)
+SWEEP_FUSED = [dict(s, CAP=s["CAP"] * 32) for s in SWEEP]
 
 
-def _sweep(logits, hi, k) -> list[dict]:
+def _sweep(logits, hi, k, path="rounds") -> list[dict]:
     """The selection alone on these logits, per launch setting (graph time)."""
     import torch
-    from indexer_logits import _topk_kernels as KN, _topk_select as S
+    from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_select as S
     rows = logits.shape[0]
-    owners = {"BINS": KN, "CAP": KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S, "PDL": S}
+    owners = {"BINS": KN, "CAP": F if path == "fused" else KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S, "PDL": S}
     saved = {n: getattr(owners[n], n) for n in owners}
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     out = []
     try:
-        for setting in SWEEP:
+        for setting in SWEEP_FUSED if path == "fused" else SWEEP:
             for n, v in setting.items():
                 setattr(owners[n], n, v)
             ws = S.workspace(rows, "cuda")
-            fn = lambda: S.select_rows(logits, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi)
+            fn = lambda: S.select_rows(logits, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path=path)
             try:
                 fn()
                 ok = mismatched_rows(idx, logits, torch.zeros_like(hi), hi, k) == 0
@@ -174,29 +195,35 @@ def sampled_mismatches(inp, ours, k, blocks=(0, 1, -2, -1)) -> tuple[int, int]:
     return bad, checked
 
 
-def prefill_cases(k: int) -> list[dict]:
+def prefill_cases(k: int, paths=("fused", "rounds")) -> list[dict]:
     import torch
     import indexer_logits as K
     from tuner.inputs import make_prefill_inputs
     from tuner.space import Problem
     rows_out = []
     for rows, keys in PREFILL:
-        inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device="cuda")
+        inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device=DEVICE)
         args = inp.args()
-        idx_buf = torch.empty(rows, k, dtype=torch.int32, device="cuda")
-        ours = K.fp8_mqa_topk(*args, k, out=idx_buf)
-        bad, checked = sampled_mismatches(inp, ours, k)
+        idx_buf = torch.empty(rows, k, dtype=torch.int32, device=DEVICE)
+        topk = {p: on_path(p, lambda: K.fp8_mqa_topk(*args, k, out=idx_buf)) for p in paths}
+        bad = checked = 0
+        for p in paths:
+            b, checked = sampled_mismatches(inp, topk[p]().clone(), k)
+            bad += b
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        t_topk = eager_us(lambda: K.fp8_mqa_topk(*args, k, out=idx_buf))
+        t_path = {p: eager_us(topk[p]) for p in paths}
         extra_topk = torch.cuda.max_memory_allocated() - base
-        logits_buf = torch.empty(rows, keys, device="cuda")
+        logits_buf = torch.empty(rows, keys, device=DEVICE)
         t_logits = eager_us(lambda: K.fp8_mqa_logits(*args, False, out=logits_buf))
         t_torch = eager_us(lambda: torch.topk(K.fp8_mqa_logits(*args, False, out=logits_buf), k, dim=1))
-        t_topk = min(t_topk, eager_us(lambda: K.fp8_mqa_topk(*args, k, out=idx_buf)))
+        t_path = {p: min(t, eager_us(topk[p])) for p, t in t_path.items()}
+        t_topk = t_path[paths[0]]
         row = {"case": f"prefill {rows}x{keys // 1024}K", "mismatched_sample_rows": bad, "sample_rows": checked,
                "logits_us": t_logits, "topk_us": t_topk, "torch_topk_us": t_torch,
+               **{f"topk_{p}_us": t for p, t in t_path.items()},
+               **{f"{p}_over_logits": t / t_logits for p, t in t_path.items()},
                "topk_over_logits": t_topk / t_logits, "torch_over_logits": t_torch / t_logits,
                "logits_bytes": rows * keys * 4, "topk_extra_bytes": extra_topk,
                "extra_over_logits": extra_topk / (rows * keys * 4)}
@@ -207,7 +234,7 @@ def prefill_cases(k: int) -> list[dict]:
     return rows_out
 
 
-def _profile(k: int) -> None:
+def _profile(k: int, paths=("fused", "rounds")) -> None:
     import torch
     import indexer_logits as K
     from tuner.inputs import make_decode_inputs
@@ -215,14 +242,17 @@ def _profile(k: int) -> None:
     inp = make_decode_inputs(Problem(), 64, 32768, lens="full", device="cuda", max_pool_bytes=3 << 30)
     args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, 32768)
     out = torch.empty(64, k, dtype=torch.int32, device="cuda")
-    for _ in range(3):
-        K.fp8_paged_mqa_topk(*args, k, out=out)
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(20):
-            K.fp8_paged_mqa_topk(*args, k, out=out)
+    for p in paths:
+        fn = on_path(p, lambda: K.fp8_paged_mqa_topk(*args, k, out=out))
+        for _ in range(3):
+            fn()
         torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                fn()
+            torch.cuda.synchronize()
+        print(f"decode 64x32K, path {p}, 20 calls:", flush=True)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
     from tuner.inputs import make_prefill_inputs
     pre = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 4096, 65536, device="cuda")
     out = torch.empty(4096, k, dtype=torch.int32, device="cuda")
@@ -241,27 +271,37 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--skip-prefill", action="store_true")
+    ap.add_argument("--paths", default="fused,rounds",
+                    help="selection paths to time, comma-separated (indexer_logits._topk_select.PATHS); the first "
+                         "is the table's +topk column")
     ap.add_argument("--profile", action="store_true",
                     help="per-kernel device time of a 64x32K decode top-k and of a 4096x64K prefill one")
     a = ap.parse_args(argv)
+    from indexer_logits._topk_select import PATHS
+    paths = tuple(p for p in a.paths.split(",") if p)
+    if not paths or any(p not in PATHS for p in paths):
+        ap.error(f"--paths: expected a comma-separated subset of {','.join(PATHS)}, got {a.paths!r}")
     import torch
     if not torch.cuda.is_available():
         print("bench.topk: needs a CUDA device", file=sys.stderr)
         return 2
     t0 = time.time()
     if a.profile:
-        _profile(a.k)
-    result = {"gpu": torch.cuda.get_device_name(), "k": a.k, "decode": decode_cases(a.k, a.sweep)}
+        _profile(a.k, paths)
+    result = {"gpu": torch.cuda.get_device_name(), "k": a.k, "paths": paths,
+              "decode": decode_cases(a.k, a.sweep, paths)}
     if not a.skip_prefill:
-        result["prefill"] = prefill_cases(a.k)
+        result["prefill"] = prefill_cases(a.k, paths)
     result["seconds"] = time.time() - t0
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "topk.json").write_text(json.dumps(result, indent=1))
-    print(f"\n{'case':<22}{'logits us':>11}{'+topk us':>11}{'ratio':>7}{'+torch.topk':>13}{'ratio':>7}{'bad rows':>9}")
+    head = "".join(f"{'+' + p + ' us':>14}{'ratio':>7}" for p in paths)
+    print(f"\n{'case':<22}{'logits us':>11}{head}{'+torch.topk':>13}{'ratio':>7}{'bad rows':>9}")
     for r in result["decode"] + result.get("prefill", []):
         bad = r.get("mismatched_rows", r.get("mismatched_sample_rows"))
-        print(f"{r['case']:<22}{r['logits_us']:>11.1f}{r['topk_us']:>11.1f}{r['topk_over_logits']:>7.2f}"
-              f"{r['torch_topk_us']:>13.1f}{r['torch_over_logits']:>7.2f}{bad:>9}")
+        cols = "".join(f"{r[f'topk_{p}_us']:>14.1f}{r[f'{p}_over_logits']:>7.2f}" for p in paths)
+        print(f"{r['case']:<22}{r['logits_us']:>11.1f}{cols}{r['torch_topk_us']:>13.1f}{r['torch_over_logits']:>7.2f}"
+              f"{bad:>9}")
     for r in result.get("prefill", []):
         print(f"{r['case']}: extra memory {r['topk_extra_bytes'] / 2**20:.1f} MiB = "
               f"{r['extra_over_logits']:.4f} of the logits")

@@ -289,7 +289,8 @@ def _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, 
               WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr):
     """More candidates than the buffer holds: find the k-th candidate's 32-bit key exactly, 8 bits
     a scan of the row (keys with the sign bit flipped: unsigned order), then take the candidates
-    above it and the first of those equal to it, in index order."""
+    above it and the first of those equal to it, in index order. Candidates: the scores in
+    (t1, t2), or the whole bin t1 where t2 < 0 (the two-kernel path, _topk_fused)."""
     offs = tl.arange(0, BLOCK)
     prefix = 0
     left = need
@@ -300,7 +301,7 @@ def _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, 
             x = tl.load(base + t, mask=t < hi, other=0.0, cache_modifier=".cg")
             d1, d2 = _digits(x, m_lo, scale, BINS_)
             ukey = _key(x) ^ (-2147483647 - 1)
-            sel = (t < hi) & (d1 == t1) & (d2 == t2)
+            sel = (t < hi) & (d1 == t1) & ((d2 == t2) | (t2 < 0))
             if r > 0:
                 sel = sel & (((ukey >> (32 - 8 * r)) & ((1 << (8 * r)) - 1)) == prefix)
             counts += tl.histogram((ukey >> (24 - 8 * r)) & 0xFF, 256, mask=sel)
@@ -315,7 +316,7 @@ def _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, 
         x = tl.load(base + t, mask=t < hi, other=0.0, cache_modifier=".cg")
         d1, d2 = _digits(x, m_lo, scale, BINS_)
         key = _key(x)
-        sel = (t < hi) & (d1 == t1) & (d2 == t2)
+        sel = (t < hi) & (d1 == t1) & ((d2 == t2) | (t2 < 0))
         hi_m = sel & (key > kth)
         at_m = sel & (key == kth)
         at_rank = n_at + tl.cumsum(at_m.to(tl.int32), 0) - 1

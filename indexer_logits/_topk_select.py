@@ -1,5 +1,5 @@
-"""Launching the top-k selection (indexer_logits._topk_kernels) over a block of logits rows, and
-its torch reference. Grids and chunking depend on shapes and the SM count only."""
+"""Launching the top-k selection (indexer_logits._topk_fused, or _topk_kernels) over a block of
+logits rows, and its torch reference. Grids and chunking depend on shapes and the SM count only."""
 
 from __future__ import annotations
 
@@ -19,12 +19,22 @@ PROGRAMS_PER_SM = 8   # chunks per row are sized to fill the GPU about this many
 SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block prefix sum (True)
 PDL = None            # kernels 2-4 as programmatic dependent launches: None = on CUDA sm_90+
 MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in registers
+# Which selection serves: "fused" (_topk_fused: round 1 over a sampled range, then compaction and
+# selection; two kernels) or "rounds" (_topk_kernels: range, two rounds, compaction; four kernels,
+# kept for the A/B of bench.topk --paths).
+PATH = "fused"
+PATHS = ("fused", "rounds")
 
 
 def kernels():
     """The Triton kernels' module, imported on first use like the tables' modules, so that
     `import indexer_logits` imports torch only (and TRITON_INTERPRET may still be set after it)."""
     return importlib.import_module("._topk_kernels", __package__)
+
+
+def fused_kernels():
+    """The two-kernel path's module (imported on first use, as kernels())."""
+    return importlib.import_module("._topk_fused", __package__)
 
 
 def workspace(rows: int, device) -> torch.Tensor:
@@ -63,15 +73,22 @@ def top_k_output(out, rows: int, k: int, device, what: str = "out") -> torch.Ten
 
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
-                ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1) -> None:
+                ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1, path: Optional[str] = None) -> str:
     """Write each row's top-k key indices (relative to its window start) into `indices`, and the
-    scores into `values` when given. logits [R, W] float32 with unit column stride."""
+    scores into `values` when given. logits [R, W] float32 with unit column stride. `path`:
+    which selection (PATH when None); returns the one that ran."""
+    path = PATH if path is None else path
+    if path not in PATHS:
+        raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
+    if path == "fused":
+        _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n)
+        return path
     kn = kernels()
     BINS, CAP = kn.BINS, kn.CAP
 
     rows, width = logits.shape
     if rows == 0:
-        return
+        return path
     chunk = chunk_size(rows, width)
     grid = (rows, max(1, -(-width // chunk)))
     dummy = indices
@@ -92,6 +109,33 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
                               WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=CAP,
                               WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl,
                               **launch)
+    return path
+
+
+def _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n) -> None:
+    """The two-kernel path (indexer_logits._topk_fused): same grid, same workspace."""
+    fk = fused_kernels()
+    BINS = kernels().BINS
+    rows, width = logits.shape
+    if rows == 0:
+        return
+    chunk = chunk_size(rows, width)
+    grid = (rows, max(1, -(-width // chunk)))
+    dummy = indices
+    lo = dummy if lo is None else lo
+    hi = dummy if hi is None else hi
+    lens = dummy if lens is None else lens
+    cands = torch.empty((rows, fk.CAP), dtype=torch.int64, device=logits.device)
+    window_args = (logits, logits.stride(0), lo, hi, lens, next_n, width)
+    pdl = _pdl(logits.device)
+    launch = {"num_warps": NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": NUM_WARPS}
+    fk.topk_round1_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, SAMPLE_=fk.SAMPLE,
+                                PDL=False, num_warps=NUM_WARPS)
+    val = indices if values is None else values
+    fk.topk_select_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
+                                WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=fk.CAP,
+                                WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, CB_=fk.CB,
+                                PDL=pdl, **launch)
 
 
 def _pdl(device) -> bool:

@@ -40,3 +40,38 @@ def test_mismatched_rows_sees_each_error():
     assert mismatched_rows(torch.tensor([[0, 2], [0, -1]], dtype=torch.int32), logits, lo, hi, 2) == 1  # a pad
     short = torch.tensor([[0, 2, 3], [0, 1, -1]], dtype=torch.int32)  # k = 3: row 1 has 2 keys, one pad
     assert mismatched_rows(short, logits, lo, hi, 3) == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU run of the cases, under the interpreter")
+def test_cases_time_every_path_on_cpu(monkeypatch):
+    """decode_cases and prefill_cases at small shapes on CPU (timers replaced by call counters):
+    each path is checked exact and timed, its ratio reported, the first path is the +topk column."""
+    import bench.topk as T
+    from conftest import INTERPRET
+    from indexer_logits import _topk_select as S
+    if not INTERPRET:
+        pytest.skip("needs the interpreter")
+    served = []
+    real = S.select_rows
+    monkeypatch.setattr(S, "select_rows", lambda *a, **kw: served.append(real(*a, **kw)) or served[-1])
+    from indexer_logits import _topk
+    monkeypatch.setattr(_topk, "select_rows", S.select_rows)
+    times = {"fused": 2.0, "rounds": 3.0}
+    monkeypatch.setattr(T, "graph_us", lambda fn: (fn(), times.get(served[-1], 1.0) if served else 1.0)[1])
+    monkeypatch.setattr(T, "eager_us", lambda fn: (fn(), 1.0)[1])
+    monkeypatch.setattr(T, "DEVICE", "cpu")
+    monkeypatch.setattr(T, "DECODE", [(2, 4096)])
+    monkeypatch.setattr(T, "PREFILL", [(6, 3000)])
+    for name in ("synchronize", "reset_peak_memory_stats", "empty_cache"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **kw: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **kw: 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a, **kw: 0)
+    (row,) = T.decode_cases(512, False, ("fused", "rounds"))
+    assert row["mismatched_by_path"] == {"fused": 0, "rounds": 0}
+    assert {"fused", "rounds"} <= set(served)
+    assert row["topk_fused_us"] < row["topk_rounds_us"] and row["topk_us"] == row["topk_fused_us"]
+    assert row["rounds_over_logits"] == row["topk_rounds_us"] / row["logits_us"]
+    served.clear()
+    (pre,) = T.prefill_cases(256, ("rounds", "fused"))
+    assert pre["mismatched_sample_rows"] == 0 and pre["sample_rows"] == 6
+    assert served.count("rounds") >= 2 and served.count("fused") >= 2 and "topk_fused_us" in pre

@@ -2,7 +2,8 @@
 and empty windows, the overflow path, the workspace left zero, and every entry point end to end.
 
 CPU: the selection kernels run under the interpreter (conftest); each test asserts that they, not
-the torch fallback, served the call."""
+the torch fallback, served the call, and the selection tests run both paths (S.PATHS: the
+two-kernel default and the four-kernel one)."""
 
 import pytest
 import torch
@@ -23,24 +24,27 @@ def _clean_runtime(clean_runtime):
 
 @pytest.fixture
 def launches(monkeypatch):
-    """How many times the selection kernels ran (the wrapped launcher)."""
-    count = {"n": 0}
+    """How many times the selection kernels ran (the wrapped launcher), and which path each time."""
+    count = {"n": 0, "paths": []}
     real = _topk.select_rows
 
     def counted(*a, **kw):
         count["n"] += 1
-        return real(*a, **kw)
+        path = real(*a, **kw)
+        count["paths"].append(path)
+        return path
 
     monkeypatch.setattr(_topk, "select_rows", counted)
     return count
 
 
-def _select(logits, k, lo, hi, values=True):
+def _select(logits, k, lo, hi, values=True, path=None):
     rows = logits.shape[0]
     ws = S.workspace(rows, logits.device)
     idx = torch.full((rows, k), 7, dtype=torch.int32)
     val = torch.full((rows, k), 7.0) if values else None
-    S.select_rows(logits, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi)
+    served = S.select_rows(logits, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path=path)
+    assert served == (path or S.PATH)
     assert int(ws.abs().sum()) == 0, "the kernels must leave the workspace zero for the next block"
     return idx, val
 
@@ -73,7 +77,8 @@ def _windows(rows, width, seed=0):
 @needs_interpreter
 @pytest.mark.parametrize("kind", ["randn", "small_ints", "all_equal", "negative", "with_inf", "tiny", "outlier",
                                   "inf_nan_free_extremes"])
-def test_selection_exact(kind):
+@pytest.mark.parametrize("path", S.PATHS)
+def test_selection_exact(kind, path):
     rows, width, k = 6, 9000, 256
     g = torch.Generator().manual_seed(3)
     x = torch.randn(rows, width, generator=g)
@@ -92,12 +97,13 @@ def test_selection_exact(kind):
     elif kind == "inf_nan_free_extremes":
         x[:, 0], x[:, 1] = float("inf"), -3e38                         # an infinite range: exact overflow path
     lo, hi = _windows(rows, width)
-    idx, val = _select(x, k, lo, hi)
+    idx, val = _select(x, k, lo, hi, path=path)
     assert_same_topk(idx, val, x, k, lo, hi)
 
 
 @needs_interpreter
-def test_selection_overflow_and_candidates():
+@pytest.mark.parametrize("path", S.PATHS)
+def test_selection_overflow_and_candidates(path):
     """More near-equal keys than the candidate buffer at the threshold (overflow path), and just
     under it (sorted candidates), give the same exact answer."""
     rows, width, k = 2, 6000, 300
@@ -111,29 +117,31 @@ def test_selection_overflow_and_candidates():
     x[1, 1000:1000 + ties] = (base + torch.arange(ties, dtype=torch.int32) % 3).view(torch.float32)
     lo = torch.tensor([0, 0], dtype=torch.int32)
     hi = torch.tensor([width, width], dtype=torch.int32)
-    idx, val = _select(x, k, lo, hi)
+    idx, val = _select(x, k, lo, hi, path=path)
     assert_same_topk(idx, val, x, k, lo, hi)
     assert sorted(i for i in idx[0].tolist() if x[0, i] == 1.0) == list(range(50)), "ties go to the smallest index"
 
 
 @needs_interpreter
 @pytest.mark.parametrize("scan_slots", [False, True])
-def test_selection_slot_claims(scan_slots, monkeypatch):
+@pytest.mark.parametrize("path", S.PATHS)
+def test_selection_slot_claims(scan_slots, path, monkeypatch):
     """Both ways of claiming output slots (per-score atomics, per-block prefix sums) are exact."""
     monkeypatch.setattr(S, "SCAN_SLOTS", scan_slots)
     x = torch.randint(0, 50, (3, 7000)).float()
     lo, hi = _windows(3, 7000, seed=9)
-    idx, val = _select(x, 700, lo, hi)
+    idx, val = _select(x, 700, lo, hi, path=path)
     assert_same_topk(idx, val, x, 700, lo, hi)
 
 
 @needs_interpreter
 @pytest.mark.parametrize("k", [1, 512, 1000, 2048])
-def test_selection_k_values(k):
+@pytest.mark.parametrize("path", S.PATHS)
+def test_selection_k_values(k, path):
     x = torch.randn(3, 5000)
     lo = torch.tensor([0, 10, 0], dtype=torch.int32)
     hi = torch.tensor([5000, 4000, 700], dtype=torch.int32)
-    idx, _ = _select(x, k, lo, hi, values=False)
+    idx, _ = _select(x, k, lo, hi, values=False, path=path)
     assert_same_topk(idx, None, x, k, lo, hi)
 
 
@@ -178,7 +186,7 @@ def test_paged_topk(dtype, next_n, lens_2d, launches):
     logits_fn = K.fp8_paged_mqa_logits if dtype == "fp8" else K.bf16_paged_mqa_logits
     args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, inp.max_context_len)
     idx, val = fn(*args, 300, return_values=True, scale_layout=layout)
-    assert launches["n"] == 1, "the selection kernels must serve the call"
+    assert launches["paths"] == [S.PATH] == ["fused"], "the two-kernel selection must serve the call"
     logits = logits_fn(*args, True, scale_layout=layout)
     lo, hi = _row_windows_decode(inp.context_lens, next_n, logits.shape[0])
     assert_same_topk(idx, val, logits, 300, lo, hi)
@@ -190,7 +198,7 @@ def test_ragged_topk_blocks(launches):
     problem = Problem(family="prefill_ragged", page_size=0)
     inp = make_prefill_inputs(problem, 20, 1500, windows="random", seed=4)
     idx = K.fp8_mqa_topk(*inp.args(), 128, max_scratch_bytes=7 * 1500 * 4)
-    assert launches["n"] == 3                          # 20 rows in blocks of 7
+    assert launches["paths"] == ["fused"] * 3          # 20 rows in blocks of 7
     logits = K.fp8_mqa_logits(*inp.args())
     assert_same_topk(idx, None, logits, 128, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
     bf = make_prefill_inputs(Problem(family="prefill_ragged", q_dtype="bf16", cache_dtype="bf16", page_size=0,
@@ -205,7 +213,7 @@ def test_chunked_topk(launches):
     inp = make_prefill_paged_inputs(problem, 12, 1024, num_requests=2, seed=6)
     args = (inp.q, inp.kv_cache, inp.weights, inp.row_request, inp.row_limit, inp.block_table, inp.max_context_len)
     idx = K.fp8_paged_mqa_topk_chunked(*args, 200, max_scratch_bytes=5 * 1024 * 4)
-    assert launches["n"] == 3
+    assert launches["paths"] == ["fused"] * 3
     logits = K.fp8_paged_mqa_logits_chunked(*args)
     assert_same_topk(idx, None, logits, 200, torch.zeros_like(inp.row_limit), inp.row_limit)
 

@@ -7,10 +7,18 @@ import torch
 
 import indexer_logits as K
 from bench.topk import mismatched_rows, sampled_mismatches
+from indexer_logits import _topk_fused as F, _topk_select as S
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from tuner.space import Problem
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(params=S.PATHS)
+def path(request, monkeypatch):
+    """Each selection path in turn serves the entry points (the default two-kernel one, the four-kernel one)."""
+    monkeypatch.setattr(S, "PATH", request.param)
+    return request.param
 
 
 def _decode(batch, ctx, next_n=1, lens_2d=False, dtype="fp8", lens="full", seed=0):
@@ -34,7 +42,7 @@ def _decode_windows(context_lens, next_n, rows):
     (64, 32768, 1, False, "fp8", "full"), (1, 1048576, 1, False, "fp8", "full"),
     (128, 8192, 1, False, "fp8", "random"), (32, 8192, 2, True, "fp8", "random"),
     (16, 16384, 2, False, "fp8", "random"), (8, 8192, 1, False, "bf16", "random")])
-def test_decode_topk_exact(batch, ctx, next_n, lens_2d, dtype, lens):
+def test_decode_topk_exact(batch, ctx, next_n, lens_2d, dtype, lens, path):
     inp, args, layout = _decode(batch, ctx, next_n, lens_2d, dtype, lens)
     logits_fn = K.fp8_paged_mqa_logits if dtype == "fp8" else K.bf16_paged_mqa_logits
     topk_fn = K.fp8_paged_mqa_topk if dtype == "fp8" else K.bf16_paged_mqa_topk
@@ -47,7 +55,7 @@ def test_decode_topk_exact(batch, ctx, next_n, lens_2d, dtype, lens):
     assert torch.equal(val, want)
 
 
-def test_decode_topk_graph_replay_no_sync():
+def test_decode_topk_graph_replay_no_sync(path):
     inp, args, _ = _decode(32, 16384, lens="random", seed=1)
     out = torch.empty(32, 2048, dtype=torch.int32, device="cuda")
     K.fp8_paged_mqa_topk(*args, 2048, out=out)
@@ -106,3 +114,30 @@ def test_prefill_topk_memory_2048x1m():
     assert extra <= rows * keys * 4 // 16, f"{extra / 2**20:.0f} MiB extra"
     bad, checked = sampled_mismatches(inp, out, 2048)
     assert checked >= 4 * 64 and bad == 0
+
+
+@pytest.mark.parametrize("kind", ["randn", "small_ints", "outlier", "unsampled_top", "all_equal"])
+def test_selection_compiled_kinds(kind, path):
+    """The compiled selection (atomics across programs, the last program's reads) on rows that send
+    it down each branch: candidates in the buffer, ties at the k-th score, the overflow path, a
+    top the sampled range never saw; 16 rows of 64K keys, k 2048, both paths."""
+    rows, width, k = 16, 65536, 2048
+    g = torch.Generator(device="cuda").manual_seed(7)
+    x = torch.randn(rows, width, device="cuda", generator=g)
+    if kind == "small_ints":
+        x = torch.randint(0, 50, (rows, width), device="cuda", generator=g).float()
+    elif kind == "outlier":
+        x[:, 12345] = 1e30
+    elif kind == "unsampled_top":
+        t = torch.arange(width, device="cuda")
+        x[:, (t % (width // (F.SAMPLE // 32)) >= 32) & (t % (width // (F.SAMPLE // 32)) < 72)] += 100.0
+    elif kind == "all_equal":
+        x = torch.zeros(rows, width, device="cuda")
+    lo = torch.zeros(rows, dtype=torch.int32, device="cuda")
+    hi = torch.randint(1, width + 1, (rows,), dtype=torch.int32, device="cuda", generator=g)
+    hi[0] = width
+    idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    ws = S.workspace(rows, "cuda")
+    assert S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi) == path
+    assert mismatched_rows(idx, x, lo, hi, k) == 0
+    assert int(ws.abs().sum()) == 0

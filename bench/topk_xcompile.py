@@ -1,0 +1,99 @@
+"""The top-k selection kernels cross-compiled for a GPU generation (no GPU needed): registers,
+spills and shared memory of each kernel of both paths (indexer_logits._topk_select.PATHS), as
+launched for decode at 64 x 32K, k = 2048 (the launcher's settings: BLOCK, warps, bins, PDL on).
+
+    python -m bench.topk_xcompile [--target sm_90] [--k 2048] [--json]
+
+Run it without TRITON_INTERPRET (it compiles for real, TTIR -> PTX -> ptxas -v)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+ROWS, WIDTH = 64, 32768
+TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100, "sm_120": 120}
+
+
+def _args(k: int) -> dict:
+    """Typical launch arguments by parameter name: pointers as Triton types, ints as values."""
+    return {"logits_ptr": "*fp32", "stride_row": WIDTH, "lo_ptr": "*i32", "hi_ptr": "*i32", "len_ptr": "*i32",
+            "next_n": 1, "width": WIDTH, "k": k, "ws_ptr": "*i32", "cand_ptr": "*i64", "idx_ptr": "*i32",
+            "stride_idx": k, "val_ptr": "*i32", "stride_val": k, "chunk_len": 2048}
+
+
+def kernels(k: int) -> list[tuple[str, object, dict]]:
+    """(name, jit function, constexprs) of every kernel each path launches."""
+    from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_select as S
+    common = {"WINDOW": 1, "BLOCK": S.BLOCK, "BINS_": KN.BINS}
+    kp = 1 << (k - 1).bit_length()
+    compact = {"KP": kp, "WRITE_VALUES": False, "SCAN_SLOTS": S.SCAN_SLOTS, "PDL": True}
+    return [
+        ("rounds: range", KN.topk_range_kernel, {**common, "PDL": False}),
+        ("rounds: round 1", KN.topk_hist_kernel, {**common, "ROUND": 1, "PDL": True}),
+        ("rounds: round 2", KN.topk_hist_kernel, {**common, "ROUND": 2, "PDL": True}),
+        ("rounds: compaction", KN.topk_compact_kernel, {**common, **compact, "CAP_": KN.CAP}),
+        ("fused: round 1 (sampled range)", F.topk_round1_kernel, {**common, "SAMPLE_": F.SAMPLE, "PDL": False}),
+        ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}),
+    ]
+
+
+def compile_one(fn, constexprs: dict, k: int, capability: int, num_warps: int) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+    from tuner.signature import _specialize_int
+    from tuner.xcompile import _ptxas_report
+
+    args = _args(k)
+    signature, consts, attrs = {}, {}, {}
+    for i, p in enumerate(fn.params):
+        if p.is_constexpr:
+            signature[p.name] = "constexpr"
+            consts[p.name] = constexprs[p.name]
+            continue
+        value = args[p.name]
+        kind, spec = (value, "D") if isinstance(value, str) else _specialize_int(value)
+        if kind == "constexpr":
+            consts[p.name] = value
+        elif spec:
+            attrs[(i,)] = CUDABackend.parse_attr(spec)
+        signature[p.name] = kind
+    src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
+    compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32), options={"num_warps": num_warps})
+    report = _ptxas_report(compiled.asm["ptx"], capability)
+    return {**report, "shared_bytes": int(compiled.metadata.shared)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.topk_xcompile", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", default="sm_90", choices=sorted(TARGETS))
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("bench.topk_xcompile: unset TRITON_INTERPRET (it compiles for a real target)", file=sys.stderr)
+        return 2
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="topk_xcompile_")  # no cached kernel hides a compile
+    from indexer_logits import _topk_select as S
+    rows = []
+    for name, fn, constexprs in kernels(a.k):
+        rep = compile_one(fn, constexprs, a.k, TARGETS[a.target], S.NUM_WARPS)
+        rows.append({"kernel": name, "target": a.target, "num_warps": S.NUM_WARPS, **rep})
+    if a.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"{'kernel':<34}{'regs':>6}{'spill st':>10}{'spill ld':>10}{'stack':>7}{'shared':>8}   ({a.target}, "
+              f"{S.NUM_WARPS} warps, k {a.k})")
+        for r in rows:
+            print(f"{r['kernel']:<34}{r['registers']:>6}{r['spill_stores']:>10}{r['spill_loads']:>10}"
+                  f"{r['stack_bytes']:>7}{r['shared_bytes']:>8}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""bench/topk_xcompile.py: the selection kernels of both paths really compile for sm_90 on the CPU,
+and the two-kernel path's compaction keeps the register budget its design rests on (candidates
+read in blocks: no spills, few enough registers for 8 programs of 4 warps per SM)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-W", "ignore", "-m", "bench.topk_xcompile", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_both_paths_compile_for_sm90_without_spills():
+    proc = _run("--target", "sm_90", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["kernel"]: r for r in json.loads(proc.stdout)}
+    assert len(rows) == 6 and {name.split(":")[0] for name in rows} == {"rounds", "fused"}
+    for name, r in rows.items():
+        assert r["target"] == "sm_90" and r["registers"] > 0, name
+        assert r["spill_stores"] == r["spill_loads"] == 0, (name, r)
+    # 65,536 registers per SM / (8 programs x 128 threads) = 64: the launcher's 8 programs per SM fit
+    assert rows["fused: compaction + selection"]["registers"] <= 64, rows["fused: compaction + selection"]
+
+
+def test_refuses_under_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-m", "bench.topk_xcompile"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "unset TRITON_INTERPRET" in proc.stderr
