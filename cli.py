@@ -19,7 +19,6 @@ from commands.predict import predict_command
 from commands.tables import emit, ship, verify
 from commands.tuning import merge_db, tune
 from indexer_logits import _tables, _versions
-from indexer_logits._identity import slugify
 from tuner import __version__
 from tuner.envinfo import current
 
@@ -32,20 +31,10 @@ def main() -> None:
 
 
 def serving_table(gpu_name: str, compute_capability: str | None, root=GENERATED) -> tuple[str, str]:
-    """(kind, path) of the table the runtime would serve this GPU's entries from: "tuned", "predicted"
-    (no tuned table for the slug) or "defaults"; the path relative to the checkout when inside it."""
-    def rel(path) -> str:
-        return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-    defaults = "defaults", rel(root / _tables.DEFAULT_SLUG / _tables.TABLE_FILE)
-    if not compute_capability:
-        return defaults
-    slug = slugify(gpu_name)
-    tuned = _versions.pick_table_dir(root / slug, _versions.running_triton())
-    if tuned is not None:
-        return "tuned", rel(tuned / _tables.TABLE_FILE)
-    predicted = _tables.predicted_table_dir(root, slug) / _tables.TABLE_FILE
-    return ("predicted", rel(predicted)) if predicted.is_file() else defaults
+    """(kind, path) of the table the runtime would serve this GPU's entries from (_tables.serving_table),
+    the path relative to the checkout when inside it."""
+    kind, path = _tables.serving_table(gpu_name, compute_capability, root)
+    return kind, str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 @main.command()

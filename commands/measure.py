@@ -14,6 +14,8 @@ import tuner.baselines
 import tuner.bench
 import tuner.report
 from indexer_logits._identity import DTYPES, Bucket
+from indexer_logits._tables import table_root
+from indexer_logits._versions import minor_of
 from tuner.bench import METHODS, read_rows
 from tuner.envinfo import current
 from tuner.families import family_of
@@ -109,6 +111,11 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     if "shipped_pdl" in chosen and (family != "decode_paged" or not pdl_capable(device)):
         click.echo("note: shipped_pdl skipped: programmatic dependent launch is for decode on a CUDA device of "
                    "compute capability 9.0 or newer", err=True)
+    if "shipped" in chosen:
+        kind, tuned = tuner.bench.served_table(env.gpu_name, env.compute_capability, str(table_root()))
+        click.echo(f"shipped: the {kind} table, tuned under Triton {tuned or '(not recorded)'}; running Triton "
+                   f"{env.triton}" + ("" if minor_of(tuned) in (None, minor_of(env.triton)) else " (another minor)"),
+                   err=True)
     if "deepgemm" in chosen:
         dg = tuner.baselines.deepgemm(device)
         click.echo(f"DeepGEMM: deep_gemm {dg.version}" if dg else f"note: DeepGEMM not run ({dg.reason})", err=True)

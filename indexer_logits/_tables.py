@@ -30,7 +30,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
-from ._identity import problem_key
+from . import _versions
+from ._identity import problem_key, slugify
 
 FORMAT = 1
 TABLE_FILE = "dispatch.json"
@@ -175,3 +176,27 @@ def load_kernel(table_dir: Path, variant: str, info: dict) -> ModuleType:
     if getattr(module, "VARIANT", None) != variant or not callable(getattr(module, "launch", None)):
         raise DispatchTableError(f"{path}: expected a generated module with VARIANT={variant!r} and launch()")
     return module
+
+
+def serving_table(gpu_name: str, compute_capability: Optional[str], root: Path) -> tuple[str, Path]:
+    """(kind, path) of the table the runtime serves a GPU's entries from: "tuned" (of its slug's
+    side-by-side tables, the one for the running Triton or the nearest), "predicted" (no tuned
+    table for the slug) or "defaults". What `info`, `bench` and `report` name as the served table."""
+    defaults = "defaults", root / DEFAULT_SLUG / TABLE_FILE
+    if not compute_capability:
+        return defaults
+    slug = slugify(gpu_name)
+    tuned = _versions.pick_table_dir(root / slug, _versions.running_triton())
+    if tuned is not None:
+        return "tuned", tuned / TABLE_FILE
+    predicted = predicted_table_dir(root, slug) / TABLE_FILE
+    return ("predicted", predicted) if predicted.is_file() else defaults
+
+
+def tuned_under(path: Path) -> Optional[str]:
+    """The Triton version a table file's provenance records; None when it records none or is unreadable."""
+    try:
+        return _versions.table_triton(json.loads(Path(path).read_text()))
+    except (OSError, ValueError):
+        return None
+

@@ -71,6 +71,8 @@ def test_bench_bucket_rows_and_report(tmp_path, device):
     md = write_report([path], None, tmp_path / "REPORT.md", tmp_path / "plots")
     text = md.read_text()
     assert "B=2, 128" in text and "wall_clock" in text
+    assert all(r.table_kind == "defaults" for r in rows)  # no GPU: the runtime serves the family defaults
+    assert f"`t` ran under Triton {rows[0].triton_version}, serving the defaults table" in text
     assert (tmp_path / "plots" / "floor.png").stat().st_size > 1000
 
 
@@ -172,3 +174,42 @@ def test_bench_warms_every_method_up_alike_and_reports_each_ones_times(monkeypat
         assert (r.p20_ms, r.p50_ms, r.p80_ms) == pytest.approx((3e-3 * f, 6e-3 * f, 9e-3 * f)), method
         assert r.frac_of_floor == pytest.approx(floor / (6e-3 * f)), method
         assert r.ratio_to_shipped == pytest.approx(f), method  # > 1: slower than shipped
+
+
+def test_report_and_bench_name_the_triton_the_served_table_was_tuned_under(tmp_path):
+    """Issue 30: a row timed under Triton 3.8 from a table tuned under 3.6 says so, in the report
+    and in the row (`bench` prints the same line at its start); rows from before the fields say
+    that it was not recorded."""
+    import json
+
+    from indexer_logits import _tables
+    from tuner.bench import served_table
+    from tuner.report import tables_line
+
+    root = tmp_path / "tables"
+    for sub, version in (("nvidia_h200", "3.6.0"), ("nvidia_h200/triton-3.8", "3.8.0")):
+        (root / sub).mkdir(parents=True)
+        (root / sub / "dispatch.json").write_text(json.dumps({"provenance": {"triton_version": version}}))
+    import indexer_logits._versions as versions
+
+    for running, want in (("3.6.0", "nvidia_h200/dispatch.json"), ("3.8.1", "nvidia_h200/triton-3.8/dispatch.json"),
+                          ("3.9.0", "nvidia_h200/triton-3.8/dispatch.json")):
+        versions_running = versions.running_triton
+        try:
+            versions.running_triton = lambda v=running: v
+            kind, path = _tables.serving_table("NVIDIA H200", "9.0", root)
+            served_table.cache_clear()
+            got = served_table("NVIDIA H200", "9.0", str(root))
+        finally:
+            versions.running_triton = versions_running
+        assert kind == "tuned" and path == root / want
+        assert got == ("tuned", "3.8.0" if "triton-3.8" in want else "3.6.0")
+    assert _tables.serving_table("no GPU", "", root)[0] == "defaults"
+    served_table.cache_clear()
+    rows = [{"run_id": "a", "triton_version": "3.8.0", "table_kind": "tuned", "table_triton_version": "3.6.0"},
+            {"run_id": "b", "triton_version": "3.6.0", "table_kind": "tuned", "table_triton_version": "3.6.0"},
+            {"run_id": "c", "triton_version": "3.6.0"}]
+    line = tables_line(rows)
+    assert "`a` ran under Triton 3.8.0, serving the tuned table tuned under Triton 3.6.0 (another minor)" in line
+    assert "`b` ran under Triton 3.6.0, serving the tuned table tuned under Triton 3.6.0;" in line
+    assert "`c` ran under Triton 3.6.0 (the served table's Triton was not recorded then)" in line

@@ -29,6 +29,7 @@ Rows go to a JSON-lines file (schema: BenchRow); the report reads only that file
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import statistics
 import tempfile
@@ -39,6 +40,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 import indexer_logits as rt
+from indexer_logits import _tables
 
 from . import baselines
 from .gates import launch, new_output, reference
@@ -85,6 +87,9 @@ class BenchRow:
     ratio_to_deepgemm: Optional[float] = None  # this method's p50 / DeepGEMM's (< 1: faster than DeepGEMM)
     deepgemm_diff: Optional[float] = None  # calc_diff of its logits against ours on the valid region
     deepgemm_absent: Optional[str] = None  # why this bucket has no DeepGEMM figure
+    # The table the runtime served `shipped` from (None in rows written before it was recorded):
+    table_kind: Optional[str] = None  # "tuned" | "predicted" | "defaults"
+    table_triton_version: Optional[str] = None  # the Triton that table was tuned under (issue 30)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -209,6 +214,15 @@ def autotune_pick(modules: dict, inputs, clean_logits: bool = False):
     return best[0]
 
 
+@functools.lru_cache(maxsize=8)
+def served_table(gpu_name: str, compute_capability: str, root: str) -> tuple[str, Optional[str]]:
+    """(kind, Triton version it was tuned under) of the table the runtime serves this GPU from: a
+    row timed under Triton 3.8 from a table tuned under 3.6 says so (issue 30: the same table ran
+    prefill 1.19x slower there)."""
+    kind, path = _tables.serving_table(gpu_name, compute_capability or None, Path(root))
+    return kind, _tables.tuned_under(path)
+
+
 def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Sequence[Config], timer: str,
                  device: str, copy_bw: Optional[float], matmul_rate: Optional[float], env, run_id: str,
                  created_at: str, replays: int = 30, dot_dtype: str = "native",
@@ -248,6 +262,7 @@ def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Seq
     if "reference" in methods:
         results["reference"] = ("torch", _time_eager(lambda: reference(sets[0]), reps=3))
     shipped, theirs = results.get("shipped"), results.get("deepgemm")
+    served = served_table(env.gpu_name, env.compute_capability, str(_tables.table_root()))
     rows = []
     for method, (variant, t) in results.items():
         rows.append(BenchRow(
@@ -257,7 +272,8 @@ def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Seq
             deepgemm_version=dg.version if dg else None,
             deepgemm_us=theirs[1].p50_ms * 1e3 if theirs else None,
             ratio_to_deepgemm=(t.p50_ms / theirs[1].p50_ms) if theirs else None,
-            deepgemm_diff=dg_diff, deepgemm_absent=None if theirs else dg_absent))
+            deepgemm_diff=dg_diff, deepgemm_absent=None if theirs else dg_absent,
+            table_kind=served[0], table_triton_version=served[1]))
     return rows
 
 

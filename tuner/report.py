@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from indexer_logits._identity import Problem
+from indexer_logits._versions import minor_of
 
 from .bench import read_rows
 from .store import Store
@@ -273,6 +274,25 @@ def tune_times(trials: list[dict]) -> list[tuple[str, int, float]]:
     return [(rid, len(ts), (max(ts) - min(ts)).total_seconds()) for rid, ts in sorted(runs.items())]
 
 
+def tables_line(rows: list[dict]) -> str:
+    """Per run: the Triton it ran under and the one the served table was tuned under (issue 30: a
+    table tuned under 3.6 ran prefill 1.19x slower under 3.8; the report must not hide that)."""
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault(r["run_id"], set()).add((r.get("triton_version") or "?", r.get("table_kind") or "?",
+                                                 r.get("table_triton_version")))
+    parts = []
+    for run_id, seen in sorted(runs.items()):
+        for running, kind, tuned in sorted(seen, key=str):
+            if tuned is None and kind == "?":
+                parts.append(f"`{run_id}` ran under Triton {running} (the served table's Triton was not recorded then)")
+                continue
+            other = " (another minor)" if minor_of(tuned) not in (None, minor_of(running)) else ""
+            parts.append(f"`{run_id}` ran under Triton {running}, serving the {kind} table tuned under Triton "
+                         f"{tuned or '(not recorded)'}{other}")
+    return "Triton: " + "; ".join(parts) + "."
+
+
 def write_report(bench_files: Iterable[Path], db_path: Path | None, out_md: Path, plot_dir: Path) -> Path:
     rows = [r for f in bench_files for r in read_rows(f)]
     trials = []
@@ -290,6 +310,7 @@ def write_report(bench_files: Iterable[Path], db_path: Path | None, out_md: Path
     if rows:
         runs = collections.Counter(r["run_id"] for r in rows)
         parts += ["Bench runs: " + ", ".join(f"`{k}` ({v} rows)" for k, v in sorted(runs.items())) + ".", ""]
+        parts += [tables_line(rows), ""]
         timers = sorted({r["timer"] for r in rows})
         parts += [f"Timers used: {', '.join(timers)}. Cells: p50 and % of the floor (decode: bytes / measured copy "
                   "bandwidth; prefill: flops / the matmul rate of its dtype measured in the same run).", "", bench_tables(rows), ""]
