@@ -181,3 +181,14 @@ def test_model_prior():
     assert cost(prefill, tree, mma_sync, (3, 9)) < cost(prefill, chain, mma_sync, (3, 9))
     q_rows = replace(tree, orient="q_rows")
     assert cost(prefill, q_rows, wgmma, (3, 8)) == 1.0
+
+
+def test_predict_compiles_one_twin_of_each_pair():
+    """The model's pre-rank keeps the better of a config and its head_sum twin (the prior decides
+    between them): compiling both halved the points a round compiled for the RTX PRO 6000."""
+    from tuner.predict import _one_twin
+
+    a = Config(block_t=64, tiles_per_program=8, orient="k_rows")
+    b = replace(a, tiles_per_program=16)
+    hc = lambda c: replace(c, head_sum="chain")
+    assert _one_twin([a, hc(a), hc(b), b]) == [a.key, hc(b).key]
