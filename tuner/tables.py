@@ -20,6 +20,7 @@ from typing import Iterable, Optional
 
 from indexer_logits import _dispatch
 from indexer_logits._tables import table_text
+from indexer_logits._versions import minor_of, version_dir_name
 from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Config, Problem, variant_name
 
 from . import __version__
@@ -250,8 +251,25 @@ def build_gpu_table(store: Store, slug: str, directory: Path, result: EmitResult
     return table, {m["file"] for m in modules.values()}
 
 
-def emit_gpu(store: Store, slug: str, out_root: Path) -> EmitResult:
+def store_triton(store: Store, slug: str) -> str:
+    """The Triton a store's ok trials of one GPU ran under; ValueError when they ran under several
+    minor versions (a table is tuned for one: indexer_logits._versions) or record none."""
+    rows = store.db.execute("select distinct triton_version from trials where gpu_slug = ? and status = 'ok' "
+                            "and score_ms is not null", [slug]).fetchall()
+    versions = sorted({r[0] for r in rows if r[0]})
+    minors = {minor_of(v) for v in versions}
+    if len(minors) != 1 or None in minors:
+        raise ValueError(f"{slug}: the store's trials ran under Triton {versions or 'unrecorded'}; "
+                         "a table per Triton needs a store of one (cli.py retime keeps one per version)")
+    return versions[-1]
+
+
+def emit_gpu(store: Store, slug: str, out_root: Path, by_triton: bool = False) -> EmitResult:
+    """The table of one GPU into <out_root>/<slug>/, or with `by_triton` into its side-by-side
+    <out_root>/<slug>/triton-X.Y/ for the Triton the store's trials ran under (store_triton)."""
     directory = Path(out_root) / slug
+    if by_triton:
+        directory = directory / version_dir_name(store_triton(store, slug))
     directory.mkdir(parents=True, exist_ok=True)
     result = EmitResult(slug, directory, 0, 0)
     before = {p.name: code_digest(p.read_text()) for p in directory.glob("*.py") if _is_module_file(p.name)}
