@@ -192,3 +192,22 @@ def test_predict_compiles_one_twin_of_each_pair():
     b = replace(a, tiles_per_program=16)
     hc = lambda c: replace(c, head_sum="chain")
     assert _one_twin([a, hc(a), hc(b), b]) == [a.key, hc(b).key]
+
+
+def test_a_study_from_before_the_axis_resumes():
+    """Trials told before head_sum existed (no parameter for it) count as their tree configs, and
+    the sampler goes on asking the whole space, head_sum included."""
+    optuna = pytest.importorskip("optuna")
+    from tuner.optuna_space import OptunaSpace, make_sampler
+
+    problem = _problem("decode_paged", "fp8", 2)
+    space = OptunaSpace(problem, ("native",))
+    study = optuna.create_study(sampler=make_sampler("tpe", space, 0, 20))
+    olds = [Config(block_t=64, tiles_per_program=t, num_stages=3, orient="k_rows") for t in (4, 8, 16, 32)]
+    for i, config in enumerate(olds):
+        params = {k: v for k, v in space.params_of(config).items() if k != "head_sum"}
+        dists = {k: space.distributions[k] for k in params}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=1.0 + i))
+    assert [space.config(t.params) for t in study.get_trials()] == olds
+    asked = [study.ask(fixed_distributions=space.distributions) for _ in range(12)]
+    assert all(space.complete(t.params) and "head_sum" in t.params for t in asked)
