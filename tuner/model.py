@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from indexer_logits._identity import Config, Problem
+from indexer_logits._versions import minor_of, running_triton
 
 from .devices import Device
 from .families import family_of
@@ -121,8 +122,6 @@ def _dot_rate(device: Device, problem: Problem, res: Resources) -> float:
 
 def _running_minor():
     """(major, minor) of the Triton that compiles what the model ranks (None without triton)."""
-    from indexer_logits._versions import minor_of, running_triton
-
     return minor_of(running_triton())
 
 

@@ -24,9 +24,13 @@ from indexer_logits import _dispatch
 from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Bucket, Config, Problem
 from indexer_logits._versions import minor_of, table_triton, version_dir_name
 
+from .ownership import unowned_grace_s
 from .schedule import bucket_weight
 from .space import axes_of, is_feasible, tied
 from .store import FULL_TIMING, Store
+from .tables import emit_gpu, gpu_slugs
+from .tune import Prepared, TuneSettings, _storage
+from .tune import run as tune_run
 
 # The wall-time estimate of a re-time (`--plan`), from the H200's tuning runs: one timed trial of a
 # small bucket takes ~0.2 s, growing with the keys a launch scores (tuner.schedule.bucket_weight);
@@ -146,11 +150,6 @@ def run(items: list[Item], db: Path, out_root: Path, *, interpret: bool = False,
         quiet: bool = False, say: Callable[[str], None] = print):
     """Time the items, a `tune --seeds-only` run per (family, dtype), then emit the GPU's table into
     its triton-X.Y folder under out_root. Returns tuner.tables.EmitResult."""
-    from .ownership import unowned_grace_s
-    from .tables import emit_gpu, gpu_slugs
-    from .tune import Prepared, TuneSettings, _storage
-    from .tune import run as tune_run
-
     parts = list(groups(items).items())
     total_est, done_est, start = estimate_s(items), 0.0, time.monotonic()
     for n, ((family, dtype), part) in enumerate(parts, 1):
