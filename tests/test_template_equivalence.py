@@ -66,7 +66,9 @@ def test_verify_records_survive_a_template_hash_only_change(tmp_path, monkeypatc
     text = module.read_text()
     stale = text.replace(template_hash(PROBLEM.family), OLD)  # as rendered by the template before
     assert stale != text and code_digest(stale) == code_digest(text)
-    module.write_text(stale)
+    module.write_text(stale)  # the module and table an emit under the older template left
+    table["modules"][table["entries"][0]["variant"]]["sha256"] = _dispatch.file_sha256(module)
+    path.write_text(json.dumps(table))
     tables.emit_gpu(store, "gpu_x", out)
     assert json.loads(path.read_text())["entries"][0]["verified"] == {"ok": True}
     other = stale.replace("tl.maximum(scores, 0.0)", "tl.maximum(scores, 0.5)")  # other code, as the table says

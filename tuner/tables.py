@@ -272,11 +272,17 @@ def emit_gpu(store: Store, slug: str, out_root: Path, by_triton: bool = False) -
         directory = directory / version_dir_name(store_triton(store, slug))
     directory.mkdir(parents=True, exist_ok=True)
     result = EmitResult(slug, directory, 0, 0)
-    before = {p.name: code_digest(p.read_text()) for p in directory.glob("*.py") if _is_module_file(p.name)}
+    previous = _previous_table(directory)
+    # a module whose code stays (the header's template hash aside), where the file on disk is the
+    # one the previous table names (its sha256): the records of what was verified carry over
+    before = {p.name: (_dispatch.file_sha256(p), code_digest(p.read_text()))
+              for p in directory.glob("*.py") if _is_module_file(p.name)}
+    named = {v: m.get("sha256") for v, m in ((previous or {}).get("modules") or {}).items()}
     table, files = build_gpu_table(store, slug, directory, result)
-    same_code = frozenset(v for v, m in table["modules"].items()
-                          if before.get(m["file"]) == code_digest((directory / m["file"]).read_text()))
-    carry_records(_previous_table(directory), table, same_code)  # verify --record's fields, where still true
+    same_code = frozenset(v for v, m in table["modules"].items() if m["file"] in before
+                          and before[m["file"]][0] == named.get(v)
+                          and before[m["file"]][1] == code_digest((directory / m["file"]).read_text()))
+    carry_records(previous, table, same_code)  # verify --record's fields, where still true
     result.entries, result.modules = len(table["entries"]), len(table["modules"])
     _write_dir(directory, table, files, result)
     return result
