@@ -39,6 +39,32 @@ def overlay(alt: Path) -> Path:
     return out
 
 
+def parse_override(text: str, what: str = "--override") -> dict:
+    """Config fields from a JSON object or from KEY=VALUE[,KEY=VALUE] (no quotes to survive a
+    bench.host step's shlex split), {} for ''; each a Config field (ValueError otherwise)."""
+    import dataclasses
+
+    from indexer_logits._identity import Config
+
+    if not text:
+        return {}
+    try:
+        if text.lstrip().startswith("{"):
+            fields = json.loads(text)
+        else:
+            pairs = [item.split("=", 1) for item in text.split(",")]
+            if any(len(pair) != 2 for pair in pairs):
+                raise ValueError(f"{what}: expected a JSON object or KEY=VALUE[,KEY=VALUE], got {text!r}")
+            fields = {k.strip(): int(v) if v.strip().isdigit() else v.strip() for k, v in pairs}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what}: not JSON ({exc})") from None
+    names = {f.name for f in dataclasses.fields(Config)}
+    if not isinstance(fields, dict) or not set(fields) <= names:
+        raise ValueError(f"{what}: expected a JSON object of Config fields {sorted(names)}, got {text!r}")
+    Config.from_dict({**Config().to_dict(), **fields})  # a bad value is refused here, not after the compiles
+    return fields
+
+
 def parse_configs(text: str, what: str = "--configs") -> list:
     """Configs from a JSON list of config dicts, or from @FILE holding one (ValueError if neither)."""
     from indexer_logits._identity import Config

@@ -22,7 +22,7 @@ Presets (`--list` prints their commands):
     emit, verify               the table of --table
     bench-decode-fp8-n1, bench-decode-fp8-n2, bench-decode-bf16, bench-baselines-8k, bench-baselines-long,
     bench-prefill-ragged, bench-prefill-paged-fp8, bench-prefill-paged-bf16
-    ceilings, chunked-prefill, page-stride, ab (+ --alt experiments/NAME ...), workers
+    ceilings, chunked-prefill, page-stride, ab (+ --alt experiments/NAME and/or --override KEY=VALUE ...), workers
 
 The tune steps get `--quiet`, a --time-budget a little under their limit, --tune-args, and the lane's
 store: --store copy (default) gives each lane a copy of db/trials.sqlite (configs measured before

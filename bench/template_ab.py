@@ -1,4 +1,4 @@
-"""A/B a candidate template change on the shipped configs, before paying for a re-tune.
+"""A/B a candidate template change, or a knob, on the shipped configs, before paying for a re-tune.
 
 A template change makes every stored trial of its family stale (emit takes only trials of the
 current template), so the whole table must be re-tuned before it can ship. This tool says first
@@ -6,7 +6,10 @@ whether the change is worth that: for each bucket it renders the shipped config 
 with the current templates and with the candidate (--alt: a folder whose files replace those of
 templates/, e.g. experiments/decode_scalar_page/), gates the candidate against the reference (and
 the CUDA-graph and poisoned-block-table rules), and times both on the same inputs by graph replay.
-Exits 1 if the candidate was rejected anywhere.
+--override '{"head_sum":"chain"}' sets config fields on the candidate side (with or without
+--alt): e.g. the shipped config with the chained head sum against itself with the tree, under
+the current templates, in one process under one Triton. Exits 1 if the candidate was rejected
+anywhere.
 
 --cpu-smoke: gates only, tiny shapes, under the Triton interpreter (no GPU).
 --xcompile:  no GPU: each of --configs compiled for sm_90 from both templates: registers, spills,
@@ -16,6 +19,8 @@ Exits 1 if the candidate was rejected anywhere.
 
 Usage (GPU host):  python -m bench.template_ab --alt experiments/decode_scalar_page \\
                        --buckets 64x8192:full,64x8192:quarter,64x32768:full,64x131072:full
+                   python -m bench.template_ab --override '{"head_sum":"chain"}' --family prefill_ragged \\
+                       --buckets 4096x16384:causal,4096x65536:causal
 No GPU:            python -m bench.template_ab --alt experiments/<name> --cpu-smoke
                    python -m bench.template_ab --alt experiments/<name> --xcompile --configs '[{...}]'
 """
@@ -31,7 +36,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from bench._common import no_cuda, overlay, parse_configs
+from bench._common import no_cuda, overlay, parse_configs, parse_override
 
 SM90_REGS, SM90_SMEM, SM90_WARPS, SM90_BLOCKS = 65536, 233472, 64, 32
 
@@ -44,7 +49,15 @@ def programs_per_sm(registers: int, shared: int, warps: int) -> int:
     return min(by_regs, by_smem, SM90_WARPS // warps, SM90_BLOCKS)
 
 
-def xcompile_ab(problem, configs, alt_dir: Path) -> int:
+def candidate(problem, config, override: dict):
+    """The candidate side's config: `config` with --override's fields, its unused knobs tied
+    (tuner.space.tied: e.g. head_sum 'chain' on a q_rows config stays 'tree')."""
+    from tuner.space import tied
+
+    return tied(problem, replace(config, **override)) if override else config
+
+
+def xcompile_ab(problem, configs, alt_dir, override: dict) -> int:
     """--xcompile: the resources of each config from the current and the candidate templates."""
     from tuner.space import TARGETS
     from tuner.xcompile import compile_variant
@@ -52,7 +65,8 @@ def xcompile_ab(problem, configs, alt_dir: Path) -> int:
     print(f"{'config':28s} {'template':9s} {'regs':>5s} {'spills':>6s} {'shared':>8s} {'programs/SM':>11s}")
     for config in configs:
         for name, template_dir in (("current", None), ("alt", alt_dir)):
-            r = compile_variant(problem, config, TARGETS["sm_90"], template_dir=template_dir)
+            built = candidate(problem, config, override) if name == "alt" else config
+            r = compile_variant(problem, built, TARGETS["sm_90"], template_dir=template_dir)
             if r.status == "error":
                 print(f"compile failed for {config.slug} ({name}): {r.reason}: {r.detail[-2000:]}", file=sys.stderr)
                 return 1
@@ -77,7 +91,10 @@ def shipped_config(table: dict, problem, batch: int, context: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.template_ab", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--alt", required=True, type=Path, help="folder of candidate templates")
+    ap.add_argument("--alt", type=Path, default=None,
+                    help="folder of candidate templates [default: the current templates, with --override]")
+    ap.add_argument("--override", default="",
+                    help='JSON object of config fields set on the candidate side, e.g. \'{"head_sum":"chain"}\'')
     ap.add_argument("--family", default="decode_paged", choices=["decode_paged", "prefill_paged", "prefill_ragged"])
     ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
     ap.add_argument("--next-n", type=int, default=1)
@@ -114,14 +131,17 @@ def main(argv=None) -> int:
     try:
         buckets = parse_bucket_specs(args.buckets)
         extra = parse_configs(args.configs)
+        override = parse_override(args.override)
     except ValueError as exc:
         ap.error(str(exc))
+    if args.alt is None and not override:
+        ap.error("nothing to compare: give --alt (candidate templates), --override (config fields) or both")
     if args.xcompile and not extra:
         ap.error("--xcompile: needs --configs (the configs to compile)")
     if not (args.cpu_smoke or args.xcompile) and not torch.cuda.is_available():
         return no_cuda("with --cpu-smoke or --xcompile")
     device = "cpu" if args.cpu_smoke else "cuda"
-    alt_dir = overlay(args.alt)
+    alt_dir = overlay(args.alt) if args.alt else TEMPLATE_DIR
     layout = "page_blocked" if args.dtype == "fp8" else "none"
     kw = dict(q_dtype=args.dtype, cache_dtype=args.dtype, heads=64, head_dim=128)
     if args.family == "decode_paged":
@@ -132,9 +152,10 @@ def main(argv=None) -> int:
         problem = Problem(family="prefill_ragged", page_size=0, scale_layout=layout, **kw)
     if args.xcompile:
         try:
-            return xcompile_ab(problem, extra, alt_dir)
+            return xcompile_ab(problem, extra, alt_dir, override)
         finally:
-            shutil.rmtree(alt_dir, ignore_errors=True)
+            if args.alt:
+                shutil.rmtree(alt_dir, ignore_errors=True)
     if args.cpu_smoke:
         problem = replace(problem, heads=16, head_dim=32)
     table = {"entries": [], "modules": {}}
@@ -147,15 +168,17 @@ def main(argv=None) -> int:
             table = json.loads(table_path.read_text())
         else:
             print(f"no table at {table_path}: the family default stands in for the shipped config", flush=True)
+    print(f"candidate: templates {args.alt or 'current'}, config fields {override or 'as shipped'}", flush=True)
     gen = Path(tempfile.mkdtemp(prefix="template_ab_"))
     modules: dict = {}
 
     def module(config, which: str):
         key = (config, which)
         if key not in modules:
-            text = render(problem, config, TEMPLATE_DIR if which == "current" else alt_dir)
+            built = config if which == "current" else candidate(problem, config, override)
+            text = render(problem, built, TEMPLATE_DIR if which == "current" else alt_dir)
             # load_module caches by file stem: the two templates' modules need different names
-            path = gen / f"{which}__{config.slug}.py"
+            path = gen / f"{which}__{built.slug}.py"
             path.write_text(text)
             modules[key] = load_module(path)
         return modules[key]

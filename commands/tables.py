@@ -29,7 +29,10 @@ from .common import DB_DIR, GENERATED, FamilyChoice
 @click.option("--out", "out_dir", default=GENERATED, show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Where the <gpu_slug>/ and default/ folders go.")
 @click.option("--defaults-only", is_flag=True, help="Only write the family defaults (default/), ignoring the store.")
-def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
+@click.option("--by-triton", is_flag=True,
+              help="Write each GPU's table into <gpu_slug>/triton-X.Y/, beside its primary table, for the Triton the "
+                   "store's trials ran under (a store of one Triton: what `cli.py retime` writes).")
+def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool, by_triton: bool) -> None:
     """Write the winners in db/ as frozen Triton modules plus a dispatch table per GPU.
 
     Per GPU: indexer_logits/tables/<gpu_slug>/ with one module per winning variant and dispatch.json
@@ -56,7 +59,10 @@ def emit(db_path: Path, gpus, out_dir: Path, defaults_only: bool) -> None:
             if missing:
                 raise click.BadParameter(f"no ok trials for {missing} in {db_path}; GPUs there: {known or 'none'}",
                                          param_hint="--gpu")
-            results += [tuner.tables.emit_gpu(store, slug, out_dir) for slug in chosen]
+            try:
+                results += [tuner.tables.emit_gpu(store, slug, out_dir, by_triton) for slug in chosen]
+            except ValueError as exc:  # --by-triton over a store of several Tritons
+                raise click.BadParameter(str(exc), param_hint="--by-triton") from None
     results.append(tuner.tables.emit_defaults(out_dir))
     for r in results:
         state = (f"{len(r.written)} file(s) written, {len(r.removed)} removed" if r.changed else "unchanged")

@@ -67,6 +67,9 @@ from .common import DB_DIR, FamilyChoice
               help="Enqueue first, in each bucket's study, the config this dispatch table ships for that bucket (a "
                    "GPU slug under indexer_logits/tables/, or a dispatch.json). After a template change that leaves the "
                    "compiled kernels alone, `--seed-table <gpu> --trials 1` re-times just the shipped configs.")
+@click.option("--seeds-only", is_flag=True,
+              help="Time only the configs given (--seed-table, --try-config): no model, default or neighbour "
+                   "seeds, no sampler, no local search (what `cli.py retime` runs).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Tuners run at once, one per local GPU (worker i gets CUDA_VISIBLE_DEVICES=i; under --interpret, "

@@ -315,9 +315,9 @@ class Config(_Canonical):
       since Triton 3.7 adds a thread's values as a binary tree, so half the weight multiplies stay
       unfused; 'chain': the thread's values split off and added left to right, every multiply fused
       (FFMA) as tl.sum gave under 3.6. 'chain' assumes the wgmma accumulator layout (sm_90); on
-      mma.sync layouts (sm_80-sm_120) it costs layout conversions. Read only by the candidate
-      experiments/head_sum_chain/ (docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why"); no
-      family's axes list it yet, so the tuner never proposes 'chain'.
+      mma.sync layouts (sm_80-sm_120) it costs layout conversions: a tuned axis, k_rows only. In
+      prefill_ragged 'chain' also loads q above the tile loop's `if` (Triton 3.9 spills otherwise;
+      docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why")
     """
 
     block_t: int = 64

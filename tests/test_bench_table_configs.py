@@ -66,3 +66,13 @@ def test_configs_most_used_first_and_per_family_and_dtype(tmp_path):
     assert words[::2] == ["--try-config"] * 4 and [json.loads(w) for w in words[1::2]] == seeds
     empty = _tool(str(path), "--family", "prefill_ragged")
     assert empty.returncode == 1 and "no fp8 prefill_ragged entries" in empty.stderr
+
+
+def test_a_chained_head_sum_stays_in_the_seeds():
+    """Config.head_sum is a seed field: a table's 'chain' config seeds 'chain' (the tree is left out
+    of a config's dict, so its seeds stay as they were)."""
+    kr = {"block_t": 64, "tiles_per_program": 8, "num_warps": 4, "num_stages": 3, "orient": "k_rows"}
+    table = {"entries": [{"problem": {"family": "decode_paged", "cache_dtype": "fp8", "page_size": 64}, "variant": v}
+                         for v in ("tree", "chain")],
+             "modules": {"tree": {"config": kr}, "chain": {"config": {**kr, "head_sum": "chain"}}}}
+    assert table_configs.table_configs(table, "decode_paged", "fp8") == [(kr, {64}), ({**kr, "head_sum": "chain"}, {64})]

@@ -1,7 +1,7 @@
 """bench/triton_versions.py: its readings of TTGIR, PTX and SASS on hand-written text (loops found
 by structure, what runs inside them counted), the command line's refusals, and one real sm_90
-compile of the ragged-prefill family default with this interpreter's Triton beside the head-sum
-candidate (experiments/head_sum_chain/): the same wgmma pattern, and the chain's defining count."""
+compile of the ragged-prefill family default with this interpreter's Triton beside its chained
+head sum (Config.head_sum 'chain'): the same wgmma pattern, and the chain's defining count."""
 
 import json
 import subprocess
@@ -133,7 +133,7 @@ def test_real_compile_of_the_default_and_the_candidate(tmp_path):
                "orient": "k_rows"}
     configs = json.dumps([shipped, {**shipped, "head_sum": "chain"}])
     rows_file = tmp_path / "rows.jsonl"
-    proc = _tool("--python", sys.executable, "--configs", configs, "--alt", "experiments/head_sum_chain",
+    proc = _tool("--python", sys.executable, "--configs", configs, "--alt", str(ROOT / "templates"),
                  "--out", str(tmp_path / "ir"), "--json", str(rows_file))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [json.loads(ln) for ln in rows_file.read_text().splitlines()]

@@ -44,7 +44,7 @@ FAMILY_CASES = {
 }
 # Candidates whose templates read a Config knob that the current ones ignore (a k_rows knob):
 # gated with every config as given, and with the first k_rows config again with the knob set.
-KNOBS = {"head_sum_chain": '"head_sum":"chain"', "prefill_ragged_tma": '"head_sum":"chain"'}
+KNOBS = {"prefill_ragged_tma": '"head_sum":"chain"'}
 
 
 def _with_knob(configs: str, knob: str) -> str:
@@ -140,15 +140,13 @@ def test_template_ab_rejects_a_candidate_without_the_relu(family, configs, tmp_p
 
 
 def test_template_ab_rejects_a_head_sum_chain_that_drops_a_head(tmp_path):
-    """experiments/head_sum_chain/'s chained head sum is gated for real: the same candidate with
-    each chain's first term left out is rejected where the knob is set, and passes where it is not
+    """The chained head sum (templates/_head_sum.py.jinja) is gated for real: a candidate whose
+    chains leave out their first term is rejected where the knob is set, and passes where it is not
     (its tree sum is the current template's)."""
-    import shutil
-
     folder = tmp_path / "chain_drops_a_head"
-    shutil.copytree(ROOT / "experiments" / "head_sum_chain", folder)
+    folder.mkdir()
     macro = folder / "_head_sum.py.jinja"
-    text = macro.read_text()
+    text = (ROOT / "templates" / "_head_sum.py.jinja").read_text()
     bad = text.replace('(ns.names | join(" + "))', '(ns.names[1:] | join(" + "))')
     assert bad != text, "the chain's join moved; update this test"
     macro.write_text(bad)
@@ -160,6 +158,28 @@ def test_template_ab_rejects_a_head_sum_chain_that_drops_a_head(tmp_path):
     assert default.count("gated ok") == 2, default
     assert re.search(r"_hc\s+gated ok\s+REJECTED\s+-$", chain.rstrip()), chain
     assert re.findall(r"^REJECT (\w+) \S+: (\w+)", proc.stdout, re.M) == [("alt", "wrong_answer")], proc.stdout[-2000:]
+
+
+def test_template_ab_times_a_knob_with_override():
+    """--override without --alt: the current templates on both sides, the candidate with the knob
+    (the head_sum A/B of docs/PERF.md); its summary names the base config, both sides gated."""
+    args = ["--family", "prefill_ragged", "--buckets", "40x300:full"]
+    proc = subprocess.run([*TEMPLATE_AB, "--cpu-smoke", "--override", "head_sum=chain", *args],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "config fields {'head_sum': 'chain'}" in proc.stdout
+    (line,) = _summary(proc, args)
+    assert line.count("gated ok") == 2 and "_hc" not in line.split()[1], line
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "nothing to compare: give --alt"),
+    (["--override", "head_sum=sum"], "head_sum: expected one of"),
+    (["--override", "nosuch=1"], "expected a JSON object of Config fields"),
+])
+def test_template_ab_refuses_bad_comparisons(extra, message):
+    proc = subprocess.run([*TEMPLATE_AB, "--cpu-smoke", *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
 
 
 def test_template_ab_refuses_a_folder_without_templates(tmp_path):

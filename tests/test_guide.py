@@ -116,7 +116,8 @@ class _Fake:
         axes = axes_of(problem)
         steps = sum(abs(axes[k].index(getattr(config, k)) - axes[k].index(getattr(self.target, k)))
                     for k in ("block_t", "tiles_per_program", "num_warps", "num_stages"))
-        return 1.0 + steps + (0 if config.store == self.target.store else 0.5)
+        return (1.0 + steps + (0 if config.store == self.target.store else 0.5)
+                + (0 if config.head_sum == self.target.head_sum else 0.25))
 
     def evaluate(self, problem, bucket, configs, sources, deadline=None, on_verdict=None):
         out = []

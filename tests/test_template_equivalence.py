@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from indexer_logits import _dispatch
 from indexer_logits._identity import Bucket, Config, Problem
 from tuner import tables
 from tuner.render import template_hash
@@ -46,3 +47,35 @@ def test_other_old_templates_do_not(tmp_path, monkeypatch):
     assert table["entries"] == []
     assert any("skipped, every ok trial was timed with an older template" in n for n in table["provenance"]["notes"])
 
+
+
+def test_verify_records_survive_a_template_hash_only_change(tmp_path, monkeypatch):
+    """A re-emit whose modules differ from the old ones only in their header's template hash (the
+    code verified on the GPU is the same) keeps the entries' `verify --record` fields."""
+    from tuner.verify_record import code_digest
+
+    store = Store(tmp_path / "trials.sqlite")
+    store.record(_row(CFG, 0.010, template_hash(PROBLEM.family)))
+    out = tmp_path / "out"
+    tables.emit_gpu(store, "gpu_x", out)
+    path = out / "gpu_x" / "dispatch.json"
+    table = json.loads(path.read_text())
+    table["entries"][0]["verified"] = {"ok": True}
+    path.write_text(json.dumps(table))
+    module = out / "gpu_x" / table["modules"][table["entries"][0]["variant"]]["file"]
+    text = module.read_text()
+    stale = text.replace(template_hash(PROBLEM.family), OLD)  # as rendered by the template before
+    assert stale != text and code_digest(stale) == code_digest(text)
+    module.write_text(stale)  # the module and table an emit under the older template left
+    table["modules"][table["entries"][0]["variant"]]["sha256"] = _dispatch.file_sha256(module)
+    path.write_text(json.dumps(table))
+    tables.emit_gpu(store, "gpu_x", out)
+    assert json.loads(path.read_text())["entries"][0]["verified"] == {"ok": True}
+    other = stale.replace("tl.maximum(scores, 0.0)", "tl.maximum(scores, 0.5)")  # other code, as the table says
+    assert other != stale
+    module.write_text(other)
+    table = json.loads(path.read_text())
+    table["modules"][table["entries"][0]["variant"]]["sha256"] = _dispatch.file_sha256(module)
+    path.write_text(json.dumps(table))
+    tables.emit_gpu(store, "gpu_x", out)
+    assert "verified" not in json.loads(path.read_text())["entries"][0]

@@ -21,8 +21,8 @@ def in_study(study, space: OptunaSpace) -> set:
     """Config keys the study holds in any state, enqueued (waiting) ones included."""
     keys = set()
     for t in study.get_trials(deepcopy=False):
-        params = t.params if set(t.params) == set(space.distributions) else t.system_attrs.get("fixed_params")
-        if params and set(params) == set(space.distributions):
+        params = t.params if space.complete(t.params) else t.system_attrs.get("fixed_params")
+        if params and space.complete(params):
             keys.add(space.config(params).key)
     return keys
 

@@ -30,12 +30,13 @@ import math
 from dataclasses import dataclass
 
 from indexer_logits._identity import Config, Problem
+from indexer_logits._versions import minor_of, running_triton
 
 from .devices import Device
 from .families import family_of
 from .space import estimate_shared_bytes
 
-MODEL_VERSION = "3"
+MODEL_VERSION = "4"
 
 STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
@@ -57,6 +58,16 @@ START_QUEUE_WEIGHT = 0.4  # share of a wave's extra first copies that delays it 
 STAGE_PAST_3_COST = 0.04
 SPAN_PAGES_DOT_COST = 1.5  # ... and its dot waits on those gathers (next_n = 2: 1.7x)
 PREFILL_L2_REUSE = 4.0  # prefill's key chunks are read by every row block: mostly from L2 (assumption)
+# The head sum (Config.head_sum; docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why"). Since
+# Triton 3.7 tl.sum adds a thread's values as a tree: the 'tree' epilogue leaves half its weight
+# multiplies unfused (+56 FP instructions a wgmma tile at 64 x 256; the H200 ran the shipped
+# prefill 1.17-1.20x slower under 3.8, decode next_n = 2 1.05-1.08x, both with a proxy fence
+# beside it; next_n = 1 +28, hidden by its memory bound). Under 3.6 both forms compile to the same
+# FFMAs. On mma.sync (sm_80-sm_120) a thread holds other heads and the chain adds 2 layout
+# conversions and 5-13 barriers a tile. Priors until a GPU A/B: assumptions, not fits.
+TREE_SUM_COST = 1.06  # the compute-bound body under Triton 3.7+ on wgmma, tree against chain
+CHAIN_ON_MMA_SYNC_COST = 1.10  # the chain's conversions on mma.sync
+CHAIN_NO_GAIN_COST = 1.001  # the chain where it gains nothing: the tree (the shipped form) wins ties
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,26 @@ def _dot_rate(device: Device, problem: Problem, res: Resources) -> float:
     if res.mma == "mma.sync" and 90 <= device.target_limits.capability < 100:
         rate *= MMA_SYNC_ON_WGMMA_ARCH / MMA_EFFICIENCY
     return rate
+
+
+def _running_minor():
+    """(major, minor) of the Triton that compiles what the model ranks (None without triton)."""
+    return minor_of(running_triton())
+
+
+def head_sum_cost(problem: Problem, config: Config, res: Resources, triton_minor=None) -> float:
+    """The head sum's factor on a compute-bound body (TREE_SUM_COST and the two below it).
+    triton_minor: (major, minor) [default: the running Triton]."""
+    if config.orient != "k_rows":  # q_rows sums across warps: head_sum is tied to 'tree' there
+        return 1.0
+    chain = config.head_sum == "chain"
+    if res.mma == "mma.sync":
+        return CHAIN_ON_MMA_SYNC_COST if chain else 1.0
+    minor = _running_minor() if triton_minor is None else triton_minor
+    compute_bound = not problem.kind.decode or problem.next_n > 1
+    if res.mma == "wgmma" and minor is not None and minor >= (3, 7) and compute_bound:
+        return 1.0 if chain else TREE_SUM_COST
+    return CHAIN_NO_GAIN_COST if chain else 1.0
 
 
 @dataclass(frozen=True)
@@ -199,6 +230,7 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
     if config.programs_per_sm:
         body *= PERSISTENT_COST
     body *= 1.0 + STAGE_PAST_3_COST * max(0, config.num_stages - 3)
+    body *= head_sum_cost(problem, config, res)
     return Breakdown(fixed + body, waves, resident, programs, stream_us, serial_us, dot_us, fixed)
 
 
@@ -221,7 +253,7 @@ def prefill_breakdown(device: Device, problem: Problem, config: Config, res: Res
     dot_rows = config.block_m * problem.heads
     shape = min(1.0, dot_rows / 256) * min(1.0, config.block_t / 64) * (1.0 if config.num_stages > 1 else 0.6)
     quantised = waves * slots / busy  # a last partial wave idles part of the GPU
-    dot_us = flops / (_dot_rate(device, problem, res) * shape) * 1e6 * quantised
+    dot_us = flops / (_dot_rate(device, problem, res) * shape) * 1e6 * quantised * head_sum_cost(problem, config, res)
     key_bytes = pairs / config.block_m * problem.token_bytes
     stream_us = key_bytes / (device.copy_bandwidth * STREAM_EFFICIENCY * PREFILL_L2_REUSE) * 1e6
     serial_us = waves * (device.start_us + config.tiles_per_program * device.latency_us / max(config.num_stages - 1, 1))

@@ -2,8 +2,11 @@
 back (`OptunaSpace`), the samplers, and the name of a (problem, bucket) study.
 
 A study's name comes from what makes a measurement comparable (problem, bucket, GPU, timer,
-template, search space, sampler), never from a variant, so a resumed run reloads it. Optuna
-itself is imported where a space or a sampler is made (it takes a third of a second).
+template, search space, sampler), never from a variant, so a resumed run reloads it. Two changes
+keep the name: a template proven to compile to the same code as an older one
+(tuner.tables.PTX_EQUIVALENT_TEMPLATES: the name takes the oldest such hash), and an axis that
+only adds values to a knob every earlier trial had at one value (ADDED_AXES). Optuna itself is
+imported where a space or a sampler is made (it takes a third of a second).
 """
 
 from __future__ import annotations
@@ -14,8 +17,15 @@ from typing import Optional, Sequence
 from indexer_logits._identity import Bucket, Config, Problem, canonical_json, sha256_hex
 
 from .space import TIES, axes_of
+from .tables import timing_hashes
 
 SAMPLERS = ("tpe", "grid", "random")
+# Axes a family gained after studies of it existed, with the value every earlier trial had (the
+# one Config leaves out of keys): left out of the space's signature with their ties, so a study
+# keeps its name and its history when the axis arrives; an earlier trial, which has no parameter
+# for it, reads as that value (OptunaSpace.config). An axis that drops or renames a value is a
+# new space: leave it out of here.
+ADDED_AXES = {"head_sum": "tree"}
 
 
 def _is_pow2_run(values: Sequence) -> bool:
@@ -94,13 +104,14 @@ class OptunaSpace:
 
     @property
     def signature(self) -> str:
-        return canonical_json({"axes": {k: list(v) for k, v in self.axes.items()},
-                               "ties": [[axis, value, where] for axis, value, where, _ in self._ties]})
+        return canonical_json({"axes": {k: list(v) for k, v in self.axes.items() if k not in ADDED_AXES},
+                               "ties": [[axis, value, where] for axis, value, where, _ in self._ties
+                                        if axis not in ADDED_AXES]})
 
     @property
     def _ties(self):
         """The ties of the axes this space searches (a fixed axis has nothing to tie)."""
-        return [t for t in self.TIES if len(self.axes[t[0]]) > 1]
+        return [t for t in self.TIES if len(self.axes.get(t[0], ())) > 1]
 
     @property
     def ties_text(self) -> str:
@@ -110,12 +121,20 @@ class OptunaSpace:
     def config(self, params: dict) -> Config:
         fields = dict(self.fixed)
         for param, (name, enc, values) in self._params.items():
-            value = params[param]
-            fields[name] = _decode(enc, values, value)
+            if param not in params and name in ADDED_AXES:  # a trial from before the axis
+                fields[name] = ADDED_AXES[name]
+                continue
+            fields[name] = _decode(enc, values, params[param])
         for axis, value, _, unused in self._ties:
             if unused(self.problem, fields):
                 fields[axis] = value
         return Config(**fields)
+
+    def complete(self, params: dict) -> bool:
+        """Whether a trial's params name a config of this space: every parameter, or every one but
+        those of ADDED_AXES (a trial from before the axis, which `config` reads at its old value)."""
+        missing = set(self.distributions) - set(params)
+        return not set(params) - set(self.distributions) and all(self._params[m][0] in ADDED_AXES for m in missing)
 
     def params_of(self, config: Config) -> Optional[dict]:
         """Optuna params for a config, or None when the config lies outside this space."""
@@ -141,8 +160,9 @@ class OptunaSpace:
 
 def study_name(problem: Problem, bucket: Bucket, gpu_slug: str, timer: str, template_hash: str,
                space: OptunaSpace, sampler: str) -> str:
+    template = timing_hashes(template_hash)[-1]  # the oldest template compiling to the same code
     digest = sha256_hex(canonical_json({"problem": problem.key, "bucket": bucket.key, "gpu": gpu_slug, "timer": timer,
-                                        "template": template_hash, "space": space.signature, "sampler": sampler}))[:10]
+                                        "template": template, "space": space.signature, "sampler": sampler}))[:10]
     return f"{problem.family}__{problem.slug}__{bucket.slug}__{gpu_slug}__{timer}__{sampler}__{digest}"
 
 

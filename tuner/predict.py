@@ -144,6 +144,20 @@ def _corrected(est: Resources, factors: tuple) -> Resources:
     return Resources(min(255, math.ceil(est.registers * factors[0])), int(est.shared_bytes * factors[1]), est.mma)
 
 
+def _one_twin(ranked: Sequence[Config]) -> list[str]:
+    """Keys of `ranked` without the later of each head_sum pair (the same config but its head sum).
+    The twins differ in the epilogue's instructions, which the model prices by its prior
+    (tuner.model.head_sum_cost), not by resources: compiling both would halve a round's points
+    (the RTX PRO 6000's bf16 next_n = 2 buckets lost 3-8% of predicted time that way)."""
+    seen, out = set(), []
+    for c in ranked:
+        pair = replace(c, head_sum="tree")
+        if pair not in seen:
+            seen.add(pair)
+            out.append(c.key)
+    return out
+
+
 def predict_problem(device: Device, problem: Problem, buckets: Iterable[Bucket], cache: CompileCache,
                     jobs: int | None = None, top: int = PRERANK_TOP, rounds: int = ROUNDS,
                     on_line: Callable[[str], None] = lambda s: None, out: Prediction | None = None) -> Prediction:
@@ -165,8 +179,8 @@ def predict_problem(device: Device, problem: Problem, buckets: Iterable[Bucket],
             key = (twin, b, device.model_key, factors)
             if key not in _PRERANKS:
                 fits = [c for c in points if _corrected(estimates[c], factors).shared_bytes <= max_shared]
-                _PRERANKS[key] = [c.key for c in sorted(fits, key=lambda c: (
-                    rank_us(device, problem, c, _corrected(estimates[c], factors), b.batch, b.context), c.key))]
+                _PRERANKS[key] = _one_twin([c for c in sorted(fits, key=lambda c: (
+                    rank_us(device, problem, c, _corrected(estimates[c], factors), b.batch, b.context), c.key))])
             by_key = {c.key: c for c in points}
             ranked[b] = [by_key[k] for k in _PRERANKS[key]]
         return ranked

@@ -15,6 +15,7 @@
   reached a local optimum and, with `stop_at_optimum`, is done before `--trials`.
 - Static infeasibility and every failed candidate are told as PRUNED (never FAIL): the sampler
   learns that region is worse, and the trial still counts as visited.
+- `seeds_only`: the bucket's given configs and nothing else (a re-time under a new Triton).
 - `--trials N` is the number of distinct configs per bucket that reach a verdict other than
   static infeasibility; `--time-budget` bounds the whole run and is shared out between the
   buckets still to do in proportion to their trial cost (bucket_weight), so a budget cut leaves
@@ -78,6 +79,10 @@ class SearchSettings:
     # ((problem key, batch, context), Config, source): other GPUs' tuned choices (tuner.transfer)
     transfer_seeds: tuple = ()
     stop_at_optimum: bool = False  # a bucket whose best has no untried neighbour left is done
+    # time only the configs given for a bucket (bucket_seeds, try_configs): no model, default or
+    # neighbour seeds, no sampler draws; a bucket is done when its queue is (`tune --seeds-only`,
+    # `cli.py retime`)
+    seeds_only: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,6 +177,12 @@ class Search:
             batch = pending
             pending = []
             want = min(self.s.ask_batch, max(1, goal - len(counted)))
+            if self.s.seeds_only and not batch:
+                queued = waiting(study)
+                if not queued:
+                    summary.note = "its seeds are timed"
+                    break
+                want = min(want, queued)
             if self.s.climb and self.s.stop_at_optimum and not batch:
                 # Guided: the seeds, then the climb; TPE never fills a batch (the H200 run whose first
                 # batch of 8 took 3 TPE draws beside 5 seeds spent its buckets' shares on them).
@@ -360,6 +371,9 @@ class Search:
         seeds = [(c, "seed:table") for (key, c) in self.s.bucket_seeds
                  if key == (problem.key, bucket.batch, bucket.context)]
         seeds += [(c, "seed:user") for c in self.s.try_configs]
+        if self.s.seeds_only:
+            self._enqueue(study, space, seeds)
+            return
         if self.guide is not None:
             seeds += [(c, f"seed:model:{i + 1}") for i, c in enumerate(self.guide.seeds_for(problem, bucket))]
         seeds += [(c, src) for (key, c, src) in self.s.transfer_seeds if key == (problem.key, bucket.batch, bucket.context)]
@@ -376,6 +390,10 @@ class Search:
                 picked.add(done[near])
                 seeds.append((done[near], f"seed:neighbour:{near.slug}"))
                 added += 1
+        self._enqueue(study, space, seeds)
+
+    @staticmethod
+    def _enqueue(study, space: OptunaSpace, seeds) -> None:
         for config, source in seeds:
             params = space.params_of(config)
             if params is not None:

@@ -63,6 +63,9 @@ MAX_CHUNK = 16384  # tokens one program may own; keeps the grid's second dim far
 
 
 STORE_RUN_SCOPE = "the split grid's k_rows tiles inside one page (orient k_rows, programs_per_sm 0, block_t <= page)"
+# head_sum 'chain' rewrites the k_rows epilogue only (q_rows sums across warps, where a thread holds
+# one head per output and there is nothing to chain): elsewhere the template sums as 'tree'.
+HEAD_SUM_SCOPE = "orient k_rows"
 
 
 def store_run_applies(page_size: int, orient: str, programs_per_sm: int, block_t: int) -> bool:
@@ -118,6 +121,8 @@ def check(problem: Problem, config: Config, target: Target | None = None) -> Non
     if config.store == "run" and not store_run_applies(problem.page_size, config.orient, config.programs_per_sm,
                                                        config.block_t):
         raise InfeasibleConfig("unused_knob", f"store='run' is for {STORE_RUN_SCOPE}")
+    if config.head_sum == "chain" and config.orient != "k_rows":
+        raise InfeasibleConfig("unused_knob", f"head_sum='chain' is for {HEAD_SUM_SCOPE}")
     if config.block_t * config.tiles_per_program > MAX_CHUNK:
         raise InfeasibleConfig("chunk_too_large", f"{config.block_t * config.tiles_per_program} > {MAX_CHUNK} tokens per program")
     acc = rows * config.block_t // (32 * config.num_warps)
@@ -170,6 +175,7 @@ TIES = (
      lambda problem, f: bool(f["programs_per_sm"])),
     ("store", "tile", "outside " + STORE_RUN_SCOPE,
      lambda problem, f: not store_run_applies(problem.page_size, f["orient"], f["programs_per_sm"], f["block_t"])),
+    ("head_sum", "tree", "outside " + HEAD_SUM_SCOPE, lambda problem, f: f["orient"] != "k_rows"),
 )
 
 

@@ -20,6 +20,7 @@ from typing import Iterable, Optional
 
 from indexer_logits import _dispatch
 from indexer_logits._tables import table_text
+from indexer_logits._versions import minor_of, version_dir_name
 from indexer_logits._identity import INTERPRETER_DOT_DTYPES, Config, Problem, variant_name
 
 from . import __version__
@@ -29,7 +30,7 @@ from .render import emit as render_emit
 from .render import template_hash, write_if_different
 from .space import TARGETS, InfeasibleConfig, check, default_config
 from .store import FULL_TIMING, Store
-from .verify_record import carry_records
+from .verify_record import carry_records, code_digest
 
 FORMAT = _dispatch.FORMAT
 TABLE_FILE = _dispatch.TABLE_FILE
@@ -51,6 +52,19 @@ PTX_EQUIVALENT_TEMPLATES: dict[str, tuple[str, ...]] = {
     # refusal, at q's load). All 35 prefill_paged variants of both tables: identical sm_90 PTX.
     "829f023c308c034c874488545ad58fd8f013f972d60e1567ec39bbe3c8ebe408": (
         "462165aed7a1a1ed8424195e4bb795bccf840d68ad70e657b314a365805d5eb4",),
+    # All three, issue 30: the head_sum axis (Config.head_sum 'chain': _head_sum.py.jinja, and in
+    # prefill_ragged q's load above the `if`). 'tree' renders every module of tables/default,
+    # tables/nvidia_h200 and the RTX PRO 6000's predicted table (717) byte for byte as before, the
+    # header's template hash aside; the shipped H200 prefill and decode variants' sm_90 PTX under
+    # Triton 3.6 is identical (tests/test_head_sum.py renders them; docs/PERF.md has the compiles).
+    "ad5abc8fb6f58b1abc0d4ef06beec437595526e83ea92f442d1bedcf0ff930c8": (
+        "9685a8a3540ae0ce1676705c496320dad583caab010d86150db0a313f7007020",
+        "ef0cde9aae2ca034ec6d90a073d3ff12b7f0922385ddca641c94d6c7d0f59b78"),
+    "33108b69ead548a4a34f365b187683705c912437ee554d25043a308e04078bf0": (
+        "829f023c308c034c874488545ad58fd8f013f972d60e1567ec39bbe3c8ebe408",
+        "462165aed7a1a1ed8424195e4bb795bccf840d68ad70e657b314a365805d5eb4"),
+    "6bddbf56020cb56f002794caf80f2c30b292ba992c923831e003f8d70c8f9564": (
+        "9946986c809bc2d74f1a0296d35c9de5f386795672814c019b41a80d79ab5df4",),
 }
 
 
@@ -237,12 +251,38 @@ def build_gpu_table(store: Store, slug: str, directory: Path, result: EmitResult
     return table, {m["file"] for m in modules.values()}
 
 
-def emit_gpu(store: Store, slug: str, out_root: Path) -> EmitResult:
+def store_triton(store: Store, slug: str) -> str:
+    """The Triton a store's ok trials of one GPU ran under; ValueError when they ran under several
+    minor versions (a table is tuned for one: indexer_logits._versions) or record none."""
+    rows = store.db.execute("select distinct triton_version from trials where gpu_slug = ? and status = 'ok' "
+                            "and score_ms is not null", [slug]).fetchall()
+    versions = sorted({r[0] for r in rows if r[0]})
+    minors = {minor_of(v) for v in versions}
+    if len(minors) != 1 or None in minors:
+        raise ValueError(f"{slug}: the store's trials ran under Triton {versions or 'unrecorded'}; "
+                         "a table per Triton needs a store of one (cli.py retime keeps one per version)")
+    return versions[-1]
+
+
+def emit_gpu(store: Store, slug: str, out_root: Path, by_triton: bool = False) -> EmitResult:
+    """The table of one GPU into <out_root>/<slug>/, or with `by_triton` into its side-by-side
+    <out_root>/<slug>/triton-X.Y/ for the Triton the store's trials ran under (store_triton)."""
     directory = Path(out_root) / slug
+    if by_triton:
+        directory = directory / version_dir_name(store_triton(store, slug))
     directory.mkdir(parents=True, exist_ok=True)
     result = EmitResult(slug, directory, 0, 0)
+    previous = _previous_table(directory)
+    # a module whose code stays (the header's template hash aside), where the file on disk is the
+    # one the previous table names (its sha256): the records of what was verified carry over
+    before = {p.name: (_dispatch.file_sha256(p), code_digest(p.read_text()))
+              for p in directory.glob("*.py") if _is_module_file(p.name)}
+    named = {v: m.get("sha256") for v, m in ((previous or {}).get("modules") or {}).items()}
     table, files = build_gpu_table(store, slug, directory, result)
-    carry_records(_previous_table(directory), table)  # verify --record's fields, where still true
+    same_code = frozenset(v for v, m in table["modules"].items() if m["file"] in before
+                          and before[m["file"]][0] == named.get(v)
+                          and before[m["file"]][1] == code_digest((directory / m["file"]).read_text()))
+    carry_records(previous, table, same_code)  # verify --record's fields, where still true
     result.entries, result.modules = len(table["entries"]), len(table["modules"])
     _write_dir(directory, table, files, result)
     return result

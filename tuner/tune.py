@@ -97,6 +97,7 @@ class TuneSettings:
     short_first: bool = True  # multi-fidelity: clear losers keep a short timing (tuner.evaluate)
     transfer: bool = True  # other GPUs' tuned tables seed each bucket (tuner.transfer)
     xcompile_cache: Optional[Path] = None  # the model's cross-compile cache [default: xcompile_cache.jsonl beside --db]
+    seeds_only: bool = False  # time the given configs only (--seed-table, --try-config): tuner.search
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,9 @@ def prepare(settings: TuneSettings, slot=None) -> Prepared:
         table_seeds = transfer.table_seeds(settings.seed_table, plan, dot_dtypes)
     except ValueError as exc:
         raise TuneUsageError(str(exc), param_hint="--seed-table") from None
+    if settings.seeds_only and not (configs or table_seeds):
+        raise TuneUsageError("times only the configs given: name them with --seed-table or --try-config",
+                             param_hint="--seeds-only")
 
     if not interpret and not torch.cuda.is_available():
         raise TuneError(
@@ -269,8 +273,10 @@ def run(settings: TuneSettings, prepared: Optional[Prepared] = None, slot=None, 
         trials=trials, time_budget_s=time_budget, sampler=sampler, ask_batch=ask_batch, seed=seed, resume=resume,
         try_configs=prepared.configs, bucket_seeds=prepared.table_seeds, dot_dtypes=dot_dtypes, optuna_storage=spec,
         shared=shared, owner=owner or "", sampler_seed=sampler_seed(seed, slot.index if slot else 0) if shared else None,
-        unowned_grace_s=prepared.grace_s, climb=settings.climb, stop_at_optimum=settings.stop_at_optimum,
-        transfer_seeds=transfer.transfer_seeds(plan, env["gpu_slug"], dot_dtypes) if settings.transfer else ())
+        unowned_grace_s=prepared.grace_s, climb=0 if settings.seeds_only else settings.climb,
+        stop_at_optimum=settings.stop_at_optimum, seeds_only=settings.seeds_only,
+        transfer_seeds=transfer.transfer_seeds(plan, env["gpu_slug"], dot_dtypes)
+        if settings.transfer and not settings.seeds_only else ())
 
     def gate_shape(problem: Problem) -> tuple[int, int]:
         family = family_of(problem)
@@ -297,7 +303,7 @@ def run(settings: TuneSettings, prepared: Optional[Prepared] = None, slot=None, 
         store.record_run(run_id, json.dumps(env, sort_keys=True), args_json, calibration["copy_bw"],
                          calibration["matmul_rate"])
         guidance = None
-        if settings.model_seeds or settings.climb:
+        if (settings.model_seeds or settings.climb) and not settings.seeds_only:
             guidance = guide.for_run(
                 prepared.plan, env, calibration, target, settings.interpret, "fp8" if settings.engine else dtype,
                 prepared.dot_dtypes[0], settings.model_seeds,

@@ -6,8 +6,8 @@ device, triton, torch, date, seed}; each module checked on the large pool an ite
 `verified_pool` {variant: {...}}. Nothing else changes: no module file, no sha256, no other
 field (the table is re-serialised the way emit writes it). The runtime ignores both fields
 (indexer_logits._tables.validate_table reads only what it needs), `ship` copies them, and `emit`
-carries a record over while its entry's variant, bucket and module bytes are unchanged
-(`carry_records`).
+carries a record over while its entry's variant, bucket and module code are unchanged
+(`carry_records`: the bytes, or the bytes but the header's template hash, `code_digest`).
 
 A run records only into the table of the device it ran on (the table's slug equals the running
 GPU's slug, or `cpu` under the interpreter): a CPU run cannot vouch for an H200 table. A check
@@ -16,7 +16,9 @@ skipped for memory writes nothing (an older record stays).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
@@ -86,14 +88,24 @@ def record_rows(root: Path, rows: list, device_slug: str, env: dict, seed: int,
     return notes
 
 
-def carry_records(old: Optional[dict], new: dict) -> int:
+_TEMPLATE_STAMP = re.compile(r"template sha256 [0-9a-f]{64}")
+
+
+def code_digest(module_text: str) -> str:
+    """sha256 of a generated module's text without its header's template hash: a template change
+    that renders a module byte for byte but for that comment leaves the verified code as it was."""
+    return hashlib.sha256(_TEMPLATE_STAMP.sub("", module_text).encode()).hexdigest()
+
+
+def carry_records(old: Optional[dict], new: dict, same_code: frozenset = frozenset()) -> int:
     """Copy `verified` from old's entries to new's where problem, bucket, variant and the module's
-    sha256 are unchanged, and `verified_pool` items whose module is unchanged. Returns how many."""
+    sha256 are unchanged (or the variant is in `same_code`: its module's code_digest is), and
+    `verified_pool` items whose module is unchanged. Returns how many."""
     if not old:
         return 0
     old_sha = {v: m.get("sha256") for v, m in (old.get("modules") or {}).items()}
     new_sha = {v: m.get("sha256") for v, m in new["modules"].items()}
-    same = {v for v in new_sha if old_sha.get(v) == new_sha[v]}
+    same = {v for v in new_sha if old_sha.get(v) == new_sha[v] or (v in same_code and v in old_sha)}
     records = {(e.get("problem_key"), (e.get("bucket") or {}).get("batch"), (e.get("bucket") or {}).get("context"),
                 e.get("variant")): e["verified"] for e in old.get("entries") or [] if "verified" in e}
     carried = 0

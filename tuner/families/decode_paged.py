@@ -35,6 +35,10 @@ class DecodePaged(Family):
         # When the logits are written: after each tile, or once after the program's run (fewer
         # writes between the cache reads, more registers: a per-bucket choice, docs/PERF.md).
         "store": ("tile", "run"),
+        # The weighted head sum as tl.sum or as a chain (tuner.families.prefill_common): under
+        # Triton 3.7+ next_n = 2 pays +56 FP instructions a tile for the tree (1.05-1.08x on the
+        # H200), next_n = 1 +28, hidden by its memory bound; the tuner decides per bucket.
+        "head_sum": ("tree", "chain"),
     }
     default_batches = SGLANG_DECODE_BATCHES
     default_contexts = DEFAULT_DECODE_CONTEXTS

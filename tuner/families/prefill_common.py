@@ -17,6 +17,10 @@ PREFILL_AXES = {
     "orient": ("q_rows", "k_rows"),
     "programs_per_sm": (0,),
     "store": ("tile",),
+    # The epilogue's weighted head sum: tl.sum ('tree') or a chain of FFMAs ('chain'); under
+    # Triton 3.7+ the tree costs +56 FP instructions a tile, on mma.sync targets the chain costs
+    # layout conversions (docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why").
+    "head_sum": ("tree", "chain"),
 }
 
 
