@@ -85,20 +85,9 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
         return path
     kn = kernels()
     BINS, CAP = kn.BINS, kn.CAP
-
-    rows, width = logits.shape
-    if rows == 0:
+    if logits.shape[0] == 0:
         return path
-    chunk = chunk_size(rows, width)
-    grid = (rows, max(1, -(-width // chunk)))
-    dummy = indices
-    lo = dummy if lo is None else lo
-    hi = dummy if hi is None else hi
-    lens = dummy if lens is None else lens
-    cands = torch.empty((rows, CAP), dtype=torch.int64, device=logits.device)
-    window_args = (logits, logits.stride(0), lo, hi, lens, next_n, width)
-    pdl = _pdl(logits.device)
-    launch = {"num_warps": NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": NUM_WARPS}
+    grid, chunk, window_args, cands, pdl, launch = _launch_setup(logits, indices, lo, hi, lens, next_n, CAP)
     kn.topk_range_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, PDL=False,
                             num_warps=NUM_WARPS)
     for round_ in (1, 2):
@@ -116,19 +105,9 @@ def _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n) 
     """The two-kernel path (indexer_logits._topk_fused): same grid, same workspace."""
     fk = fused_kernels()
     BINS = kernels().BINS
-    rows, width = logits.shape
-    if rows == 0:
+    if logits.shape[0] == 0:
         return
-    chunk = chunk_size(rows, width)
-    grid = (rows, max(1, -(-width // chunk)))
-    dummy = indices
-    lo = dummy if lo is None else lo
-    hi = dummy if hi is None else hi
-    lens = dummy if lens is None else lens
-    cands = torch.empty((rows, fk.CAP), dtype=torch.int64, device=logits.device)
-    window_args = (logits, logits.stride(0), lo, hi, lens, next_n, width)
-    pdl = _pdl(logits.device)
-    launch = {"num_warps": NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": NUM_WARPS}
+    grid, chunk, window_args, cands, pdl, launch = _launch_setup(logits, indices, lo, hi, lens, next_n, fk.CAP)
     fk.topk_round1_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, SAMPLE_=fk.SAMPLE,
                                 PDL=False, num_warps=NUM_WARPS)
     val = indices if values is None else values
@@ -136,6 +115,24 @@ def _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n) 
                                 WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=fk.CAP,
                                 WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, CB_=fk.CB,
                                 PDL=pdl, **launch)
+
+
+def _launch_setup(logits, indices, lo, hi, lens, next_n: int, cap: int):
+    """What both paths launch with: the grid (a program per row and chunk), the chunk length, the
+    window arguments every kernel takes first (an absent lo / hi / lens stands in as `indices`:
+    never read then), the candidate buffer of `cap` a row, whether to launch with PDL, and the
+    launch options."""
+    rows, width = logits.shape
+    chunk = chunk_size(rows, width)
+    grid = (rows, max(1, -(-width // chunk)))
+    lo = indices if lo is None else lo
+    hi = indices if hi is None else hi
+    lens = indices if lens is None else lens
+    cands = torch.empty((rows, cap), dtype=torch.int64, device=logits.device)
+    window_args = (logits, logits.stride(0), lo, hi, lens, next_n, width)
+    pdl = _pdl(logits.device)
+    launch = {"num_warps": NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": NUM_WARPS}
+    return grid, chunk, window_args, cands, pdl, launch
 
 
 def _pdl(device) -> bool:
