@@ -79,10 +79,7 @@ class SearchSettings:
     # ((problem key, batch, context), Config, source): other GPUs' tuned choices (tuner.transfer)
     transfer_seeds: tuple = ()
     stop_at_optimum: bool = False  # a bucket whose best has no untried neighbour left is done
-    # time only the configs given for a bucket (bucket_seeds, try_configs): no model, default or
-    # neighbour seeds, no sampler draws; a bucket is done when its queue is (`tune --seeds-only`,
-    # `cli.py retime`)
-    seeds_only: bool = False
+    seeds_only: bool = False  # time only bucket_seeds and try_configs, nothing else (`cli.py retime`)
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,11 +128,8 @@ class Search:
                 for p, b in order[done:done + PREFETCH_BUCKETS]:
                     self.ev.prefetch(p, b, self.guide.seeds_for(p, b))
                 if done == 0:
-                    # Every later bucket's seeds compile while the bucket before it is timed; the
-                    # first's cannot, so its share starts once they are built. Before, the run's
-                    # start-up came out of that share: on the H200 the fp8 next_n=1 1x4096 bucket's
-                    # first trial took 9.2 s, its share ran out after 3 seeds, and the config it
-                    # kept was 1.13x the best known (the climb never ran).
+                    # the first bucket's seeds cannot compile behind an earlier bucket: its share starts
+                    # once they are built (else start-up ate it; docs/PERF.md, "The tuner's search")
                     self.ev.build_now(problem, bucket, self.guide.seeds_for(problem, bucket))
             share = None
             now = time.monotonic()
@@ -178,8 +172,7 @@ class Search:
             pending = []
             want = min(self.s.ask_batch, max(1, goal - len(counted)))
             if self.s.seeds_only and not batch:
-                queued = waiting(study)
-                if not queued:
+                if not (queued := waiting(study)):
                     summary.note = "its seeds are timed"
                     break
                 want = min(want, queued)
