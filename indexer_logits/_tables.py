@@ -191,12 +191,3 @@ def serving_table(gpu_name: str, compute_capability: Optional[str], root: Path) 
         return "tuned", tuned / TABLE_FILE
     predicted = predicted_table_dir(root, slug) / TABLE_FILE
     return ("predicted", predicted) if predicted.is_file() else defaults
-
-
-def tuned_under(path: Path) -> Optional[str]:
-    """The Triton version a table file's provenance records; None when it records none or is unreadable."""
-    try:
-        return _versions.table_triton(json.loads(Path(path).read_text()))
-    except (OSError, ValueError):
-        return None
-

@@ -61,8 +61,9 @@ def table_triton(table: dict) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-def _peek_triton(path: Path) -> Optional[str]:
-    # Only to rank the candidates; the chosen table is validated by its loader.
+def tuned_under(path: Path) -> Optional[str]:
+    """The triton_version a table file's provenance records; None when it records none or is
+    unreadable (ranking the candidates, and what bench names; the served table is validated by its loader)."""
     try:
         return table_triton(json.loads(path.read_text()))
     except (OSError, ValueError):
@@ -73,7 +74,7 @@ def candidates(slug_dir: Path) -> list[tuple[Path, Optional[tuple[int, int]]]]:
     """Every table directory of one GPU slug with the (major, minor) it was tuned under."""
     out: list[tuple[Path, Optional[tuple[int, int]]]] = []
     if (slug_dir / TABLE_FILE).is_file():
-        out.append((slug_dir, minor_of(_peek_triton(slug_dir / TABLE_FILE))))
+        out.append((slug_dir, minor_of(tuned_under(slug_dir / TABLE_FILE))))
     if slug_dir.is_dir():
         for sub in sorted(slug_dir.iterdir()):
             match = _VERSION_DIR.match(sub.name)

@@ -40,7 +40,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 import indexer_logits as rt
-from indexer_logits import _tables
+from indexer_logits import _tables, _versions
 
 from . import baselines
 from .gates import launch, new_output, reference
@@ -220,7 +220,7 @@ def served_table(gpu_name: str, compute_capability: str, root: str) -> tuple[str
     row timed under Triton 3.8 from a table tuned under 3.6 says so (issue 30: the same table ran
     prefill 1.19x slower there)."""
     kind, path = _tables.serving_table(gpu_name, compute_capability or None, Path(root))
-    return kind, _tables.tuned_under(path)
+    return kind, _versions.tuned_under(path)
 
 
 def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Sequence[Config], timer: str,
