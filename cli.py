@@ -66,7 +66,7 @@ def info(as_json: bool) -> None:
     if not tables:
         click.echo("tables:     none shipped yet")
     for i, t in enumerate(tables):
-        mark = "" if _versions.minor_of(tuned_under[t]) in (None, _versions.minor_of(env.triton)) else "  (another minor)"
+        mark = "  (another minor)" if _versions.other_minor(tuned_under[t], env.triton) else ""
         what = {"predicted": "predicted (model + cross-compile, not timed)", "defaults": "family defaults"}.get(kinds[t],
                                                                                                        "tuned")
         click.echo(f"{'tables:' if i == 0 else '':<12}{t}  {what} under triton {tuned_under[t] or '?'}{mark}")

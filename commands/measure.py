@@ -15,7 +15,7 @@ import tuner.bench
 import tuner.report
 from indexer_logits._identity import DTYPES, Bucket
 from indexer_logits._tables import table_root
-from indexer_logits._versions import minor_of
+from indexer_logits._versions import other_minor
 from tuner.bench import METHODS, read_rows
 from tuner.envinfo import current
 from tuner.families import family_of
@@ -114,7 +114,7 @@ def bench(family, dtype, next_n, heads, head_dim, page_size, batch, context, len
     if "shipped" in chosen:
         kind, tuned = tuner.bench.served_table(env.gpu_name, env.compute_capability, str(table_root()))
         click.echo(f"shipped: the {kind} table, tuned under Triton {tuned or '(not recorded)'}; running Triton "
-                   f"{env.triton}" + ("" if minor_of(tuned) in (None, minor_of(env.triton)) else " (another minor)"),
+                   f"{env.triton}" + (" (another minor)" if other_minor(tuned, env.triton) else ""),
                    err=True)
     if "deepgemm" in chosen:
         dg = tuner.baselines.deepgemm(device)

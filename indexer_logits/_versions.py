@@ -102,6 +102,13 @@ def pick_table_dir(slug_dir: Path, running: Optional[str]) -> Optional[Path]:
     return min(known, key=lambda dv: _distance(dv[1], run))[0]
 
 
+def other_minor(tuned: Optional[str], running: Optional[str]) -> bool:
+    """Whether a table tuned under `tuned` was tuned under another minor than `running` (a table
+    that records no version is not said to be): what info, bench and the report mark."""
+    tm = minor_of(tuned)
+    return tm is not None and tm != minor_of(running)
+
+
 def mismatch_message(path: Path, slug_dir: Path, tuned: Optional[str], running: Optional[str]) -> Optional[str]:
     """The log line for a table tuned under another Triton minor than the running one, else None."""
     tm, rm = minor_of(tuned), minor_of(running)

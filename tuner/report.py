@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from indexer_logits._identity import Problem
-from indexer_logits._versions import minor_of
+from indexer_logits._versions import other_minor
 
 from .bench import read_rows
 from .store import Store
@@ -287,7 +287,7 @@ def tables_line(rows: list[dict]) -> str:
             if tuned is None and kind == "?":
                 parts.append(f"`{run_id}` ran under Triton {running} (the served table's Triton was not recorded then)")
                 continue
-            other = " (another minor)" if minor_of(tuned) not in (None, minor_of(running)) else ""
+            other = " (another minor)" if other_minor(tuned, running) else ""
             parts.append(f"`{run_id}` ran under Triton {running}, serving the {kind} table tuned under Triton "
                          f"{tuned or '(not recorded)'}{other}")
     return "Triton: " + "; ".join(parts) + "."
