@@ -19,10 +19,13 @@ PROGRAMS_PER_SM = 8   # chunks per row are sized to fill the GPU about this many
 SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block prefix sum (True)
 PDL = None            # kernels 2-4 as programmatic dependent launches: None = on CUDA sm_90+
 MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in registers
-# Which selection serves: "fused" (_topk_fused: round 1 over a sampled range, then compaction and
-# selection; two kernels) or "rounds" (_topk_kernels: range, two rounds, compaction; four kernels,
-# kept for the A/B of bench.topk --paths).
-PATH = "fused"
+# Which selection serves: "rounds" (_topk_kernels: range, two histogram rounds, compaction; four
+# kernels) or "fused" (_topk_fused: round 1 over a sampled range, then compaction and selection;
+# two kernels). Timed on the H200 in one process (bench.topk --paths rounds,fused, 2026-12-03,
+# docs/perf_logs/topk_h200/call6_*): rounds as fast or faster everywhere, decode 64x32K 117 vs 118
+# us, 1x1M 68 vs 85, prefill 4096x64K 7.6 vs 8.6 ms, 2048x1M 55 vs 91 ms; in the profile fused's
+# selection kernel alone takes 25 us at 64x32K, rounds' compaction 15. So rounds serves.
+PATH = "rounds"
 PATHS = ("fused", "rounds")
 
 
