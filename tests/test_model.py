@@ -97,3 +97,37 @@ def test_devices_and_overrides():
     for d in DEVICES.values():
         assert d.copy_bandwidth <= d.nominal_bandwidth and d.target in ("sm_89", "sm_90", "sm_100", "sm_120")
         assert d.to_dict()["limits"]["registers_per_sm"] == 65536
+
+
+BF16_N2 = Problem("decode_paged", "bf16", "bf16", 64, "none", 64, 128, 2, "1d")
+
+
+def _split(tiles_per_program, warps=8, stages=3, store="tile"):
+    return Config(block_t=64, tiles_per_program=tiles_per_program, num_warps=warps, num_stages=stages, block_m=1,
+                  dot_dtype="native", orient="k_rows", store=store)
+
+
+def test_the_dot_is_as_slow_as_its_busiest_sm():
+    """Model 5: 171 programs on 132 SMs put two on 39 of them, whose dot scores 24 tiles where
+    256 programs' busiest SMs score 16 (bf16 next_n = 2, 1x128K: tp12 timed 17.4 us, tp8 13.6;
+    docs/perf_logs/blind_tune_h200/call5_untuned_long.sqlite). Model 4 took the mean share and
+    predicted the two alike."""
+    h200, res = device("h200"), model.Resources(64, 82432, "wgmma")
+    tp8 = model.decode_breakdown(h200, BF16_N2, _split(8), res, 1, 131072)
+    tp12 = model.decode_breakdown(h200, BF16_N2, _split(12), res, 1, 131072)
+    assert (tp8.programs, tp12.programs, tp8.waves, tp12.waves) == (256, 171, 1, 1)
+    assert tp12.serial_us > 1.3 * tp8.serial_us and tp12.total_us > 1.2 * tp8.total_us
+
+
+def test_the_runs_epilogue_costs_where_the_stream_does_not_bound():
+    """Model 5: store='run' writes a wave's logits after its last tiles. Where the dot bounds (bf16
+    next_n = 2, 128x128K tp32: run 1437.9 us against tile 1407.2 timed) it costs; where the stream
+    does (fp8 next_n = 1, 64x8K tp16: 21.1 against 21.8 us, docs/PERF.md) it hides, and "run"
+    still saves its per-tile stores."""
+    h200 = device("h200")
+    bf16 = {s: model.decode_breakdown(h200, BF16_N2, _split(32, store=s), model.Resources(64, 82432, "wgmma"),
+                                      128, 131072) for s in ("tile", "run")}
+    assert bf16["run"].total_us > 1.01 * bf16["tile"].total_us
+    fp8 = {s: model.decode_breakdown(h200, N1, _split(16, warps=4, store=s), model.Resources(63, 33048, "wgmma"),
+                                     64, 8192) for s in ("tile", "run")}
+    assert fp8["run"].total_us < fp8["tile"].total_us
