@@ -15,7 +15,10 @@ K given as (k, k_scale)), so it runs anywhere and isolates the package's own wor
   called it before (its __call__, wrap_handle_tensordesc's expansion, make_tensordesc_arg) and
   `direct`, indexer_logits._direct_launch's call of the same C launch with a cached tensor map,
   for the decode kernel's 24 arguments (one TMA descriptor); the C launch is a no-op and
-  fill_tma_descriptor a stand-in returning at once (the real one encodes a CUtensorMap: not here).
+  fill_tma_descriptor a stand-in returning at once (the real one encodes a CUtensorMap: not here);
+  `direct` hands tensors over as addresses (_direct_launch.ADDRESSES: their data_ptr() read here,
+  the C launcher's cuPointerGetAttribute per tensor saved, which this no-op launch cannot show),
+  `direct_tensors` as tensors.
 The best of --repeat runs of --number calls, in microseconds per call. On a GPU host, bench.eager
 times the whole call with the real launcher (docs/PERF.md, "Host time of one eager call").
 """
@@ -150,12 +153,16 @@ def _time_launcher(nv, direct_launch, number: int, repeat: int) -> dict:
     slots = [(0, 0), (1, 1), (3, 1), (4, 2), (5, 3), (6, 4), (7, 5)]
     direct = direct_launch.plan(run, 0, (4, 1, 0), (132, 1, 1), template, slots, [(2, 1, desc)])
     assert direct is not None
-    env = {"run": run, "direct": direct, "inputs": inputs, "template": template, "slots": slots, "desc": desc}
+    tensors = direct_launch.Plan(direct.launch, direct.flat, direct.ptr_slots, direct.map_slots)
+    tensors.addresses = False
+    env = {"run": run, "direct": direct, "tensors": tensors, "inputs": inputs, "template": template, "slots": slots,
+           "desc": desc}
     before = ("args = template.copy()\nfor i, j in slots: args[i] = inputs[j]\n"
               "d = object.__new__(type(desc)); d.__dict__.update(desc.__dict__); d.base = inputs[1]; args[2] = d\n"
               "run(132, 1, 1, 0, 0, (4, 1, 0), None, None, None, *args)")
     row = {"case": "decode 64x8K launcher"}
-    for name, stmt in (("triton_launcher", before), ("direct", "direct(inputs, 0)")):
+    for name, stmt in (("triton_launcher", before), ("direct", "direct(inputs, 0)"),
+                       ("direct_tensors", "tensors(inputs, 0)")):
         best = min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat))
         row[f"{name}_us"] = round(best / number * 1e6, 3)
     return row
@@ -183,7 +190,8 @@ def main(argv=None) -> int:
     launcher = measure_launcher(args.number, args.repeat)
     if launcher is not None:
         print(f"{launcher['case']:22s}  Triton's launcher {launcher['triton_launcher_us']:.3f}  "
-              f"direct {launcher['direct_us']:.3f}  (Python only: no-op C launch and encoder)")
+              f"direct {launcher['direct_us']:.3f} (tensors as tensors: {launcher['direct_tensors_us']:.3f})  "
+              "(Python only: no-op C launch and encoder)")
         rows.append(launcher)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,14 @@ SUPPORTED = ("3.6.0",)  # Triton versions whose nvidia launcher (driver.py) this
 _DRIVER = "triton.backends.nvidia.driver"
 _BASE = 13  # gridX..Z, stream, function, cooperative, pdl, 2 scratches, metadata, launch metadata, 2 hooks
 MAX_MAPS = 1024  # tensor maps kept per constant part (engines: one pool per layer); then forgotten
+# Tensor arguments handed over as their addresses (ints), which the C launcher takes as they are,
+# instead of tensors, for each of which it calls data_ptr() and then cuPointerGetAttribute(
+# CU_POINTER_ATTRIBUTE_DEVICE_POINTER) to check the memory is the GPU's and translate the address.
+# Exact here: a replay's key holds every tensor's device, so each is a CUDA tensor on the device
+# the full path accepted when it recorded, and the recorded launch passed it as a pointer; for CUDA
+# memory under unified addressing (every 64-bit platform Triton runs on) the device pointer is the
+# address itself. Set it False to hand over tensors as Triton's own launch does.
+ADDRESSES = True
 
 _MAPS: dict[tuple, dict] = {}
 
@@ -73,11 +81,38 @@ def _const_of(desc, meta) -> tuple:
     return (tuple(desc.shape), tuple(desc.strides), tuple(desc.block_shape), desc.padding, meta_items)
 
 
+def stream_reader():
+    """A cheaper equal of what the replay asks Triton's active driver, get_current_stream(
+    get_current_device()): torch's current raw stream of torch's current device, read by the C
+    functions Triton 3.6's GPUDriver and torch.cuda.current_device call, less the Python between.
+    The reader returns None (the caller then asks the driver) when the active driver is no longer
+    the one seen here, or CUDA is not initialised or is in a forked child (where current_device
+    would initialise or refuse). None when this driver and torch are not those."""
+    torch, triton = sys.modules.get("torch"), sys.modules.get("triton")
+    config = getattr(getattr(triton, "runtime", None), "driver", None)
+    c = getattr(torch, "_C", None)
+    raw, device = getattr(c, "_cuda_getCurrentRawStream", None), getattr(c, "_cuda_getDevice", None)
+    bad_fork, cuda = getattr(c, "_cuda_isInBadFork", None), getattr(torch, "cuda", None)
+    drv = getattr(config, "_active", None)
+    if None in (raw, device, bad_fork, drv) or getattr(drv, "get_current_stream", None) is not raw \
+            or getattr(drv, "get_current_device", None) is not getattr(cuda, "current_device", None):
+        return None
+
+    def read():
+        if config._active is drv and cuda._initialized and not bad_fork():
+            return raw(device())
+        return None
+    return read
+
+
 class Plan:
-    """The C launch and its argument list; __call__(inputs, stream) launches over the call's tensors."""
+    """The C launch and its argument list; __call__(inputs, stream) launches over the call's tensors.
+    `stream`: stream_reader()'s reader or None."""
 
     def __init__(self, launch, flat: list, ptr_slots: list, map_slots: list):
         self.launch = launch
+        self.stream = stream_reader()
+        self.addresses = ADDRESSES
         self.flat = flat
         self.ptr_slots = ptr_slots  # (position, input index): a tensor argument
         self.map_slots = map_slots  # (position, input index, maps, encode): a descriptor's tensor map
@@ -85,8 +120,12 @@ class Plan:
     def __call__(self, inputs: list, stream) -> None:
         args = self.flat.copy()
         args[3] = stream
-        for i, j in self.ptr_slots:
-            args[i] = inputs[j]
+        if self.addresses:
+            for i, j in self.ptr_slots:
+                args[i] = inputs[j].data_ptr()
+        else:
+            for i, j in self.ptr_slots:
+                args[i] = inputs[j]
         for i, j, maps, encode in self.map_slots:
             t = inputs[j]
             m = maps.get(t.data_ptr())

@@ -320,11 +320,16 @@ class Replay:
             out = inputs[out_index] = inputs[0].new_empty(self.out_spec[0], dtype=self.out_spec[1])
         elif out.shape[1] != self.out_spec[0][1]:
             out = out[:, :self.out_spec[0][1]]  # the caller's wider buffer: its first columns, as the full path
-        drv = active_driver()
-        if self.direct is not None:
-            self.direct(inputs, drv.get_current_stream(drv.get_current_device()))
+        direct = self.direct
+        if direct is not None:
+            stream = None if direct.stream is None else direct.stream()
+            if stream is None:
+                drv = active_driver()
+                stream = drv.get_current_stream(drv.get_current_device())
+            direct(inputs, stream)
             self.calls += 1
             return out
+        drv = active_driver()
         args = self.template.copy()
         for i, j in self.slots:
             args[i] = inputs[j]

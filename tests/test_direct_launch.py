@@ -83,7 +83,13 @@ def _tritons_args(run, calls, q, pool, out):
     return calls.pop()
 
 
-def test_the_direct_launch_passes_what_tritons_launcher_passes(fake_driver):
+def _addresses(args) -> tuple:
+    return tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+@pytest.mark.parametrize("addresses", [True, False])
+def test_the_direct_launch_passes_what_tritons_launcher_passes(fake_driver, monkeypatch, addresses):
+    monkeypatch.setattr(D, "ADDRESSES", addresses)
     run, calls = _launcher()
     pool = _pool()
     replay, q, out = _recorded(pool, run)
@@ -91,7 +97,11 @@ def test_the_direct_launch_passes_what_tritons_launcher_passes(fake_driver):
     for p in (pool, _pool()):  # the recorded pool, then another one
         assert replay([q, p, out], 2) is out
         direct = calls.pop()
-        assert direct == _tritons_args(run, calls, q, p, out)
+        tritons = _tritons_args(run, calls, q, p, out)
+        if addresses:  # each tensor as its address (what the C launcher reads off it)
+            assert [type(direct[i]) for i in (13, 15)] == [int, int] and _addresses(direct) == _addresses(tritons)
+        else:
+            assert direct == tritons
         assert direct[13 + 1][1] == p.data_ptr()  # the map over this call's pool
     assert replay.calls == 2
 
@@ -160,6 +170,7 @@ def test_another_triton_takes_tritons_own_launcher(monkeypatch, version, fake_dr
     replay([q, other, out], 2)
     assert fake_driver.encodes == [other.data_ptr()] * 2
     assert calls[-1] == _tritons_args(run, calls[:-1], q, other, out)
+    assert isinstance(calls[-1][13], torch.Tensor)  # Triton's launch: the tensors themselves
 
 
 def test_a_launcher_with_scratch_or_of_another_kind_is_not_planned():
@@ -193,4 +204,50 @@ def test_a_kernel_without_descriptors_launches_its_tensors_and_constants(monkeyp
     assert replay.direct is not None
     replay([q, out], 1)
     run(2, 1, 1, 77, 9, (4, 1, 0), None, None, None, q, out, 4, False)
-    assert calls[0] == calls[1] and calls[0][13] is q and calls[0][14] is out
+    assert _addresses(calls[0]) == _addresses(calls[1]) and calls[0][13:15] == (q.data_ptr(), out.data_ptr())
+
+
+def _torch_cuda_stand_ins(monkeypatch, drv_cls=types.SimpleNamespace):
+    """torch's C stream and device readers (absent from a CPU build) and a driver as Triton 3.6's GPUDriver holds them."""
+    state = {"bad_fork": False, "device": 3}
+    raw = lambda device: 1000 + device  # noqa: E731
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", raw, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: state["device"], raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isInBadFork", lambda: state["bad_fork"], raising=False)
+    monkeypatch.setattr(torch.cuda, "_initialized", True)
+    drv = drv_cls(get_current_stream=raw, get_current_device=torch.cuda.current_device, utils=_Utils())
+    monkeypatch.setattr(triton.runtime.driver, "_active", drv)
+    return state, drv
+
+
+def test_the_stream_reader_reads_what_the_driver_would_or_nothing(monkeypatch):
+    assert D.stream_reader() is None  # the fixture's driver reads streams its own way: not this reader's
+    state, drv = _torch_cuda_stand_ins(monkeypatch)
+    read = D.stream_reader()
+    assert read is not None and read() == 1003
+    state["device"] = 1
+    assert read() == 1001  # the current device at each call
+    state["bad_fork"] = True
+    assert read() is None  # a forked child: torch.cuda.current_device would refuse
+    state["bad_fork"] = False
+    monkeypatch.setattr(torch.cuda, "_initialized", False)
+    assert read() is None  # not initialised: current_device would initialise
+    monkeypatch.setattr(torch.cuda, "_initialized", True)
+    monkeypatch.setattr(triton.runtime.driver, "_active", types.SimpleNamespace(**vars(drv)))
+    assert read() is None  # another active driver: ask it
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert D.stream_reader() is None  # a driver whose device reader is not torch.cuda.current_device
+
+
+def test_a_replay_takes_the_readers_stream_else_the_drivers(monkeypatch):
+    state, drv = _torch_cuda_stand_ins(monkeypatch)
+    monkeypatch.setattr(F, "active_driver", lambda: types.SimpleNamespace(get_current_device=lambda: 5,
+                                                                          get_current_stream=lambda d: 2000 + d))
+    run, calls = _launcher()
+    pool = _pool()
+    replay, q, out = _recorded(pool, run)
+    replay([q, pool, out], 2)
+    assert calls[-1][3] == 1003
+    state["bad_fork"] = True
+    replay([q, pool, out], 2)
+    assert calls[-1][3] == 2005

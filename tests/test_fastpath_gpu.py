@@ -166,18 +166,21 @@ def test_value_checks_are_never_skipped_by_a_replay():
         K.fp8_paged_mqa_logits(a[0], a[1], a[2], bad, a[4], None, a[5], True, check_values=True)
 
 
-def test_cached_tensor_maps_follow_the_pool(monkeypatch):
+@pytest.mark.parametrize("addresses", [True, False], ids=["addresses", "tensors"])
+def test_cached_tensor_maps_follow_the_pool(monkeypatch, addresses):
     """Decode 64x8K on the H200 takes a TMA kernel: under Triton 3.6.0 its replay calls the C launcher
     with a tensor map cached per pool address (indexer_logits._direct_launch). Two pools of one shape
     at two addresses, then a pool freed and another allocated (the caching allocator's same address,
     or another), each with other contents: the replay's logits are the full path's, bit for bit."""
     from indexer_logits import _direct_launch
+    monkeypatch.setattr(_direct_launch, "ADDRESSES", addresses)  # tensors handed over as ints, or as tensors
     problem = Problem()
     x = make_decode_inputs(problem, 64, 8192, seed=12, device="cuda")
     a = x.args()
     K.fp8_paged_mqa_logits(*a[:5], None, a[5], True)  # records
     (replay,) = _fastpath.replays().values()
     direct = replay.direct is not None and bool(replay.direct.map_slots)
+    assert replay.direct is None or replay.direct.addresses == addresses
     if triton.__version__ in _direct_launch.SUPPORTED and not direct:
         pytest.skip("the kernel selected for 64x8K takes no TMA descriptor here")
     calls = 0
