@@ -16,6 +16,8 @@ kept per such constant part (`maps_for`), keyed by the base address, so an engin
 same pool every call encodes it once, and a pool at another address (another layer, a
 reallocation) gets its own encoding. The C launcher copies the map into the kernel's parameters
 at launch (and a CUDA graph at capture), so reusing one is what Triton does with a fresh one.
+Tensors go over as their addresses (ADDRESSES, below) and the stream is read by torch's own C
+functions where Triton's driver would call them (stream_reader).
 
 Version safety: this reads Triton's launcher internals (CudaLauncher's attributes, the closure of
 `inner`, make_tensordesc_arg's result), so it is used only under the Triton versions whose code
@@ -30,7 +32,6 @@ from typing import Any, Optional
 
 SUPPORTED = ("3.6.0",)  # Triton versions whose nvidia launcher (driver.py) this was written against
 _DRIVER = "triton.backends.nvidia.driver"
-_BASE = 13  # gridX..Z, stream, function, cooperative, pdl, 2 scratches, metadata, launch metadata, 2 hooks
 MAX_MAPS = 1024  # tensor maps kept per constant part (engines: one pool per layer); then forgotten
 # Tensor arguments handed over as their addresses (ints), which the C launcher takes as they are,
 # instead of tensors, for each of which it calls data_ptr() and then cuPointerGetAttribute(
@@ -170,6 +171,8 @@ def plan(run, function, metadata, grid: tuple, template: list, slots: list, desc
     if set(descs) != desc_indices or len(metas) != len(desc_indices):
         return None
     tensors = dict(slots)
+    # the 13 leading arguments: grid, stream (per call), function, cooperative, pdl, two scratches (none),
+    # the packed metadata, launch metadata and two hooks (none: a replay with hooks takes the full path)
     flat = [grid[0], grid[1], grid[2], None, function, run.launch_cooperative_grid, run.launch_pdl,
             None, None, metadata, None, None, None]
     ptr_slots, map_slots = [], []
