@@ -10,7 +10,10 @@ together), it prints the mean host microseconds of: the whole API call as a user
 same with out=None, the output allocated per call), the full path with the fast path off
 (`full_path`: INDEXER_LOGITS_FAST_LAUNCH=0), and the full path's phases: the argument checks,
 the dispatch lookup, the module's launch(), and inside it the cache views, the grid, the TMA
-descriptor; then the top functions of a cProfile of the call with the fast path off.
+descriptor; then the top functions of a cProfile of the call with the fast path off. Under
+Triton 3.6.0 the replay launches directly (indexer_logits._direct_launch; `direct` true): then
+`tensors` is the call with tensors handed to the launcher as tensors, not addresses, and
+`tritons_launcher` the call through Triton's launcher, as before the direct launch.
 Wherever `import deep_gemm` works (tuner/baselines.py), each case gets a DeepGEMM row beside
 ours, in the same process at the same shapes: its host time per call (`call`), per call with
 the GPU (`eager`) and, for decode, of its get_paged_mqa_logits_metadata call (`metadata`; the
@@ -101,6 +104,7 @@ def _fast_and_full(row: dict, call, call_alloc, calls: int) -> None:
     row["call_us"] = _us(call, calls)
     row["alloc_us"] = _us(call_alloc, calls)
     row["replayed"] = served() - before >= 2 * calls  # the first call of each records; warm-ups replay too
+    _direct_ab(row, call, calls)
     os.environ[_fastpath.ENV_FAST_LAUNCH] = "0"
     try:
         row["full_path_us"] = _us(call, calls)
@@ -109,6 +113,30 @@ def _fast_and_full(row: dict, call, call_alloc, calls: int) -> None:
     finally:
         del os.environ[_fastpath.ENV_FAST_LAUNCH]
     row["eager_us"] = _eager_us(call, max(200, calls // 10))
+
+
+def _direct_ab(row: dict, call, calls: int) -> None:
+    """The same call, same process, with the replay's direct launch (indexer_logits._direct_launch,
+    Triton 3.6.0) changed: `direct` says whether it served; `tensors_us` with tensors handed over as
+    tensors instead of addresses; `tritons_launcher_us` through Triton's launcher (the path before)."""
+    from indexer_logits import _fastpath
+    plans = [(r, r.direct) for r in _fastpath.replays().values()]
+    row["direct"] = any(d is not None for _, d in plans)
+    if not row["direct"]:
+        return
+    try:
+        for _, d in plans:
+            if d is not None:
+                d.addresses = False
+        row["tensors_us"] = _us(call, calls)
+        for r, _ in plans:
+            r.direct = None
+        row["tritons_launcher_us"] = _us(call, calls)
+    finally:
+        for r, d in plans:
+            r.direct = d
+            if d is not None:
+                d.addresses = True
 
 
 def _profile(fn, calls: int, lines: int = 22) -> str:
@@ -272,7 +300,7 @@ def main(argv=None) -> int:
         print("\n".join(r["profile"].splitlines()[:40]))
         if "direct_err" in r:
             print(f"direct launch: {r.get('direct_us', 'n/a')} us; {r['direct_err']}")
-    keys = [k for k in ours[0] if k.endswith("_us")] + ["metadata_us"]
+    keys = list(dict.fromkeys(k for r in ours for k in r if k.endswith("_us"))) + ["metadata_us"]
     print("case".ljust(26) + "".join(k[:-3].rjust(9) for k in keys))
     for r in rows:
         label = r["case"] + (" DG" if r["impl"] == "deep_gemm" else "")

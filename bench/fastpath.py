@@ -11,6 +11,14 @@ K given as (k, k_scale)), so it runs anywhere and isolates the package's own wor
   allocated per call), over a stand-in CompiledKernel whose launcher returns at once and a
   stand-in driver (stream 0): everything but Triton's launcher and the CUDA calls;
 - `served`: key + lookup + replay, what the call adds to the launcher, with out= and without.
+- `launcher` (under Triton 3.6.0, whose launcher it builds): Triton's CudaLauncher as a replay
+  called it before (its __call__, wrap_handle_tensordesc's expansion, make_tensordesc_arg) and
+  `direct`, indexer_logits._direct_launch's call of the same C launch with a cached tensor map,
+  for the decode kernel's 24 arguments (one TMA descriptor); the C launch is a no-op and
+  fill_tma_descriptor a stand-in returning at once (the real one encodes a CUtensorMap: not here);
+  `direct` hands tensors over as addresses (_direct_launch.ADDRESSES: their data_ptr() read here,
+  the C launcher's cuPointerGetAttribute per tensor saved, which this no-op launch cannot show),
+  `direct_tensors` as tensors.
 The best of --repeat runs of --number calls, in microseconds per call. On a GPU host, bench.eager
 times the whole call with the real launcher (docs/PERF.md, "Host time of one eager call").
 """
@@ -22,6 +30,7 @@ import json
 import sys
 import timeit
 from pathlib import Path
+from typing import Optional
 
 
 class _Compiled:
@@ -103,6 +112,62 @@ def measure(case, number: int, repeat: int) -> dict:
     return row
 
 
+# The H200 decode kernel's signature (decode_paged fp8, USE_TMA): 8 pointers and a descriptor, 12 ints, 4 constexprs.
+_DECODE_SIGNATURE = dict([(f"p{i}", "*fp8e4nv") for i in range(2)] + [("kv_desc", "tensordesc<fp8e4nv[1, 64, 128]>")]
+                         + [(f"p{i}", "*fp32") for i in range(3, 8)] + [(f"i{i}", "i32") for i in range(12)]
+                         + [(f"c{i}", "constexpr") for i in range(4)])
+_DECODE_META = [{"swizzle": 3, "elem_size": 1, "elem_type": 0, "block_size": [1, 64, 128], "fp4_padded": False}]
+
+
+def measure_launcher(number: int, repeat: int) -> Optional[dict]:
+    """Triton 3.6.0's launcher (Python part) against the direct call, decode 64x8K's arguments."""
+    import types
+
+    import triton
+    from triton.backends.nvidia import driver as nv
+
+    from indexer_logits import _direct_launch
+    if triton.__version__ not in _direct_launch.SUPPORTED:
+        return None
+    fill = types.SimpleNamespace(fill_tma_descriptor=lambda *a: object())
+    saved, triton.runtime.driver._active = triton.runtime.driver._active, types.SimpleNamespace(utils=fill)
+    try:  # the stand-in is make_tensordesc_arg's encoder while this runs
+        return _time_launcher(nv, _direct_launch, number, repeat)
+    finally:
+        triton.runtime.driver._active = saved
+
+
+def _time_launcher(nv, direct_launch, number: int, repeat: int) -> dict:
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    run = object.__new__(nv.CudaLauncher)
+    run.num_ctas, run.launch_cooperative_grid, run.launch_pdl = 1, False, False
+    run.launch = nv.wrap_handle_tensordesc(lambda *a: None, _DECODE_SIGNATURE, _DECODE_META)
+    run.global_scratch_size = run.profile_scratch_size = 0
+    run.global_scratch_align = run.profile_scratch_align = 1
+    _, _, tensors, _, inputs, _ = decode_case()
+    kv = tensors[1]
+    desc = TensorDescriptor(kv.view(torch.float8_e4m3fn), [8200, 64, 128], [64 * 132, 128, 1], [1, 64, 128])
+    template = [None] * 8 + list(range(12)) + [True, 64, True, False]
+    slots = [(0, 0), (1, 1), (3, 1), (4, 2), (5, 3), (6, 4), (7, 5)]
+    direct = direct_launch.plan(run, 0, (4, 1, 0), (132, 1, 1), template, slots, [(2, 1, desc)])
+    assert direct is not None
+    tensors = direct_launch.Plan(direct.launch, direct.flat, direct.ptr_slots, direct.map_slots)
+    tensors.addresses = False
+    env = {"run": run, "direct": direct, "tensors": tensors, "inputs": inputs, "template": template, "slots": slots,
+           "desc": desc}
+    before = ("args = template.copy()\nfor i, j in slots: args[i] = inputs[j]\n"
+              "d = object.__new__(type(desc)); d.__dict__.update(desc.__dict__); d.base = inputs[1]; args[2] = d\n"
+              "run(132, 1, 1, 0, 0, (4, 1, 0), None, None, None, *args)")
+    row = {"case": "decode 64x8K launcher"}
+    for name, stmt in (("triton_launcher", before), ("direct", "direct(inputs, 0)"),
+                       ("direct_tensors", "tensors(inputs, 0)")):
+        best = min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat))
+        row[f"{name}_us"] = round(best / number * 1e6, 3)
+    return row
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fastpath", description=__doc__.split("\n\n")[0])
     parser.add_argument("--number", type=int, default=20000, help="calls per timed run")
@@ -122,6 +187,12 @@ def main(argv=None) -> int:
         print(f"{r['case']:22s}" + "".join(f"{r[n]:14.3f}" for n in names))
     print(f"(microseconds per call, best of {args.repeat} x {args.number}; CPU tensors, no launcher; "
           f"python {sys.version.split()[0]})")
+    launcher = measure_launcher(args.number, args.repeat)
+    if launcher is not None:
+        print(f"{launcher['case']:22s}  Triton's launcher {launcher['triton_launcher_us']:.3f}  "
+              f"direct {launcher['direct_us']:.3f} (tensors as tensors: {launcher['direct_tensors_us']:.3f})  "
+              "(Python only: no-op C launch and encoder)")
+        rows.append(launcher)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "fastpath.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -21,7 +21,8 @@ inputs at one address, a callable grid, two kernel launches) is simply not cache
 Not cached: value checks on (they read device memory), the torch reference, empty shapes,
 tensor subclasses (torch.compile's fake tensors have no address), launch hooks installed in
 Triton (a profiler's: those calls take Triton's own path), INDEXER_LOGITS_FAST_LAUNCH=0.
-Imports only torch; Triton's objects are reached through what a launch hands over.
+Imports only torch; Triton's objects are reached through what a launch hands over. Under Triton
+3.6.0 a replay calls its C launcher directly with cached tensor maps (indexer_logits._direct_launch).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import threading
 from typing import Any, Optional, Sequence
 
 import torch
+
+from . import _direct_launch
 
 ENV_FAST_LAUNCH = "INDEXER_LOGITS_FAST_LAUNCH"
 _OFF = ("0", "false", "no", "off")
@@ -136,6 +139,7 @@ def clear() -> None:
     with _RECORD_LOCK:
         _REPLAYS.clear()
         _UNCACHEABLE.clear()
+        _direct_launch.clear()
 
 
 def replays() -> dict[tuple, "Replay"]:
@@ -255,6 +259,12 @@ class Replay:
         self.out_spec = out_spec
         self.calls = 0
         self._runtime = _runtime_hooks()
+        # Triton 3.6.0's C launcher called directly, tensor maps cached per pool (_direct_launch);
+        # None under any other Triton or launcher: then self.run, Triton's own launcher
+        try:
+            self.direct = _direct_launch.plan(self.run, self.function, self.metadata, grid, template, slots, desc_slots)
+        except Exception:  # anything unforeseen in Triton's parts: its own launcher, as before
+            self.direct = None
 
     @classmethod
     def build(cls, jit, calls: list, inputs: list, out_spec) -> "Replay":
@@ -310,6 +320,16 @@ class Replay:
             out = inputs[out_index] = inputs[0].new_empty(self.out_spec[0], dtype=self.out_spec[1])
         elif out.shape[1] != self.out_spec[0][1]:
             out = out[:, :self.out_spec[0][1]]  # the caller's wider buffer: its first columns, as the full path
+        direct = self.direct
+        if direct is not None:
+            stream = None if direct.stream is None else direct.stream()
+            if stream is None:
+                drv = active_driver()
+                stream = drv.get_current_stream(drv.get_current_device())
+            direct(inputs, stream)
+            self.calls += 1
+            return out
+        drv = active_driver()
         args = self.template.copy()
         for i, j in self.slots:
             args[i] = inputs[j]
@@ -318,7 +338,6 @@ class Replay:
             d.__dict__.update(desc.__dict__)
             d.base = inputs[j]
             args[i] = d
-        drv = active_driver()
         g = self.grid
         self.run(g[0], g[1], g[2], drv.get_current_stream(drv.get_current_device()), self.function, self.metadata,
                  None, None, None, *args)

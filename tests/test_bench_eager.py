@@ -52,5 +52,7 @@ def test_rows_name_a_kernel_and_positive_phases(tmp_path):
     for r in ours:
         assert r["rung"] != "reference" and r["variant"]
         assert r["replayed"] is True  # the timed calls were the recorded launch
+        if r["direct"]:  # Triton 3.6.0: the same call through the direct launch's two alternatives too
+            assert r["tensors_us"] > 0 and r["tritons_launcher_us"] > 0
         assert 0 < r["call_us"] < r["full_path_us"] and 0 < r["alloc_us"]
         assert 0 < r["checks_us"] < r["full_path_us"] and 0 < r["launch_us"] < r["full_path_us"]

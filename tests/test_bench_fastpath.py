@@ -14,7 +14,12 @@ def test_fastpath_bench_reports_every_phase(tmp_path):
                            str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads((tmp_path / "fastpath.json").read_text())
-    assert [r["case"] for r in rows] == ["decode 64x8K", "prefill 1024x8K"]
+    cases = [r["case"] for r in rows]
+    assert cases[:2] == ["decode 64x8K", "prefill 1024x8K"]
+    assert cases[2:] in ([], ["decode 64x8K launcher"])  # the launcher row under Triton 3.6.0 only
+    if cases[2:]:
+        launcher = rows.pop()
+        assert 0 < launcher["direct_us"] < launcher["triton_launcher_us"], launcher
     for r in rows:
         phases = ("key", "lookup", "replay", "replay_alloc", "served", "served_alloc")
         assert all(r[f"{p}_us"] > 0 for p in phases), r

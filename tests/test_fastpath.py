@@ -255,3 +255,16 @@ def test_arguments_moving_between_a_tuple_and_its_neighbour_give_other_keys():
     assert F.key_of("t", ((k, None), x), ()) != F.key_of("t", ((k,), None, x), ())
     assert F.key_of("t", ([k], x), ()) != F.key_of("t", ((k,), x), ())  # a list is not a tuple
     assert F.key_of("t", ((k, "s"),), ()) is None and F.key_of("t", (3,), ()) is None  # not tensors: no key
+
+
+def test_an_unknown_triton_never_gets_the_direct_launch(monkeypatch):
+    """Whatever Triton is installed: under a version _direct_launch was not written for, no plan, so
+    a replay calls the CompiledKernel's own launcher (tests/test_direct_launch.py: the rest)."""
+    import triton
+    from indexer_logits import _direct_launch
+    monkeypatch.setattr(triton, "__version__", "9.9.9", raising=False)
+    assert _direct_launch.plan(object(), 0, (4, 1, 0), (1, 1, 1), [None], [(0, 0)], []) is None
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    F.record(("k",), mod.launch, (q, w, out, 2.0), {}, [q, w, out], 2)
+    assert F.get(("k",)).direct is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
 
 import indexer_logits as K
 from indexer_logits import _fastpath
@@ -163,3 +164,46 @@ def test_value_checks_are_never_skipped_by_a_replay():
     bad = a[3].clone().fill_(10 ** 6)  # lengths past the table: the value checks refuse them
     with pytest.raises(ValueError):
         K.fp8_paged_mqa_logits(a[0], a[1], a[2], bad, a[4], None, a[5], True, check_values=True)
+
+
+@pytest.mark.parametrize("addresses", [True, False], ids=["addresses", "tensors"])
+def test_cached_tensor_maps_follow_the_pool(monkeypatch, addresses):
+    """Decode 64x8K on the H200 takes a TMA kernel: under Triton 3.6.0 its replay calls the C launcher
+    with a tensor map cached per pool address (indexer_logits._direct_launch). Two pools of one shape
+    at two addresses, then a pool freed and another allocated (the caching allocator's same address,
+    or another), each with other contents: the replay's logits are the full path's, bit for bit."""
+    from indexer_logits import _direct_launch
+    monkeypatch.setattr(_direct_launch, "ADDRESSES", addresses)  # tensors handed over as ints, or as tensors
+    problem = Problem()
+    x = make_decode_inputs(problem, 64, 8192, seed=12, device="cuda")
+    a = x.args()
+    K.fp8_paged_mqa_logits(*a[:5], None, a[5], True)  # records
+    (replay,) = _fastpath.replays().values()
+    direct = replay.direct is not None and bool(replay.direct.map_slots)
+    assert replay.direct is None or replay.direct.addresses == addresses
+    if triton.__version__ in _direct_launch.SUPPORTED and not direct:
+        pytest.skip("the kernel selected for 64x8K takes no TMA descriptor here")
+    calls = 0
+
+    def check(pool):
+        nonlocal calls
+        got = K.fp8_paged_mqa_logits(a[0], pool, a[2], a[3], a[4], None, a[5], True)
+        calls = _served_by_replay(calls)
+        want = _full_path(monkeypatch, lambda: K.fp8_paged_mqa_logits(a[0], pool, a[2], a[3], a[4], None, a[5], True))
+        assert torch.equal(got, want)
+
+    first = x.kv_cache
+    second = first.roll(1, 0).contiguous()  # the same shape, other pages at each index, another address
+    assert second.data_ptr() != first.data_ptr()
+    for pool in (first, second, first, second):
+        check(pool)
+    if direct:
+        maps = replay.direct.map_slots[0][2]
+        assert {first.data_ptr(), second.data_ptr()} <= set(maps)
+    address = second.data_ptr()
+    del second
+    torch.cuda.synchronize()
+    third = torch.empty_like(first).copy_(first.roll(2, 0))  # very likely at the freed pool's address
+    check(third)
+    if direct and third.data_ptr() == address:
+        assert len(replay.direct.map_slots[0][2]) == 2  # the address's map reused: it depends on nothing else
