@@ -193,8 +193,15 @@ def test_cached_tensor_maps_follow_the_pool(monkeypatch, addresses):
         assert torch.equal(got, want)
 
     first = x.kv_cache
-    second = first.roll(1, 0).contiguous()  # the same shape, other pages at each index, another address
-    assert second.data_ptr() != first.data_ptr()
+
+    def other_pool(shift):
+        """Other pages at each index, at another address, in first's own layout: its strides (pages
+        padded to their stride) and alignment, so that the call's key is the same."""
+        pool = torch.empty_strided(first.size(), first.stride(), dtype=first.dtype, device=first.device)
+        return pool.copy_(first.roll(shift, 0))
+
+    second = other_pool(1)
+    assert second.data_ptr() != first.data_ptr() and second.data_ptr() % 16 == first.data_ptr() % 16
     for pool in (first, second, first, second):
         check(pool)
     if direct:
@@ -203,7 +210,7 @@ def test_cached_tensor_maps_follow_the_pool(monkeypatch, addresses):
     address = second.data_ptr()
     del second
     torch.cuda.synchronize()
-    third = torch.empty_like(first).copy_(first.roll(2, 0))  # very likely at the freed pool's address
+    third = other_pool(2)  # very likely at the freed pool's address
     check(third)
     if direct and third.data_ptr() == address:
         assert len(replay.direct.map_slots[0][2]) == 2  # the address's map reused: it depends on nothing else
