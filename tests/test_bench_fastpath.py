@@ -23,7 +23,10 @@ def test_fastpath_bench_reports_every_phase(tmp_path):
     for r in rows:
         phases = ("key", "lookup", "replay", "replay_alloc", "served", "served_alloc")
         assert all(r[f"{p}_us"] > 0 for p in phases), r
-        assert r["served_us"] > r["key_us"] and r["served_alloc_us"] > r["replay_alloc_us"], r
+        # the served call holds the key (no allocation on either side: a stable comparison); the
+        # _alloc phases are dominated by the CPU allocator's 32 MiB at 1024x8K, whose time varies
+        # more than the key's few us on a loaded 2-core host, so they are only reported
+        assert r["served_us"] > r["key_us"], r
     assert "microseconds per call" in proc.stdout
 
 
