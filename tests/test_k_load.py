@@ -60,10 +60,10 @@ def _unaligned(inputs: PrefillInputs, how: str) -> PrefillInputs:
     k = inputs.kv[0]
     keys, d = k.shape
     if how == "base":
-        buf = torch.zeros(keys * d + 1, dtype=k.dtype)
+        buf = torch.zeros(keys * d + 1, dtype=k.dtype, device=k.device)
         view = buf[1:].view(keys, d)
     else:
-        buf = torch.zeros(keys, d + 4, dtype=k.dtype)
+        buf = torch.zeros(keys, d + 4, dtype=k.dtype, device=k.device)
         view = buf[:, :d]
     view.copy_(k)
     assert view.data_ptr() % 16 or (view.stride(0) * view.element_size()) % 16
@@ -72,7 +72,8 @@ def _unaligned(inputs: PrefillInputs, how: str) -> PrefillInputs:
 
 @pytest.mark.parametrize("head_sum", ["tree", "chain"])
 @pytest.mark.parametrize("dtype, threads", CASES, ids=[f"{c[0]}-{c[1].slug}" for c in CASES])
-def test_tma_computes_what_threads_do(dtype, threads, head_sum, tmp_path, monkeypatch):
+def test_tma_computes_what_threads_do(dtype, threads, head_sum, tmp_path, monkeypatch, device):
+    """(`device`: the interpreter here; on a GPU without it, the real bulk copies.)"""
     problem = _ragged(dtype)
     threads = tied(problem, replace(threads, head_sum=head_sum))
     if head_sum == "chain" and threads.head_sum != "chain":
@@ -80,10 +81,10 @@ def test_tma_computes_what_threads_do(dtype, threads, head_sum, tmp_path, monkey
     tma = replace(threads, k_load="tma")
     mod_threads, mod_tma = load_module(emit(problem, threads, tmp_path)), load_module(emit(problem, tma, tmp_path))
     made = _counting(mod_tma, monkeypatch)
-    for inputs in (make_prefill_inputs(problem, 12, 300, "random", seed=3),
-                   make_prefill_inputs(problem, 9, 200, "causal", seed=4, num_seqs=2),
-                   _unaligned(make_prefill_inputs(problem, 12, 300, "random", seed=5), "base"),
-                   _unaligned(make_prefill_inputs(problem, 9, 200, "causal", seed=6), "stride")):
+    for inputs in (make_prefill_inputs(problem, 12, 300, "random", seed=3, device=device),
+                   make_prefill_inputs(problem, 9, 200, "causal", seed=4, num_seqs=2, device=device),
+                   _unaligned(make_prefill_inputs(problem, 12, 300, "random", seed=5, device=device), "base"),
+                   _unaligned(make_prefill_inputs(problem, 9, 200, "causal", seed=6, device=device), "stride")):
         aligned = inputs.kv[0].data_ptr() % 16 == 0 and inputs.kv[0].stride(0) * inputs.kv[0].element_size() % 16 == 0
         for clean in (True, False):
             before = len(made)
@@ -96,12 +97,12 @@ def test_tma_computes_what_threads_do(dtype, threads, head_sum, tmp_path, monkey
     assert len(made) == 2 * 4  # the two aligned inputs: clean and not, and the two reference gates
 
 
-def test_tma_with_no_keys_takes_the_per_thread_path(tmp_path, monkeypatch):
+def test_tma_with_no_keys_takes_the_per_thread_path(tmp_path, monkeypatch, device):
     problem = _ragged("fp8")
     tma = replace(CASES[0][1], k_load="tma")
     module = load_module(emit(problem, tma, tmp_path))
     made = _counting(module, monkeypatch)
-    inputs = make_prefill_inputs(problem, 5, 0, "random", seed=1)
+    inputs = make_prefill_inputs(problem, 5, 0, "random", seed=1, device=device)
     out = launch(module, inputs, new_output(inputs), True)
     assert out.shape == (5, 0) and made == []
 
