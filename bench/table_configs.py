@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 SEED_FIELDS = ("block_t", "tiles_per_program", "num_warps", "num_stages", "orient", "block_m", "programs_per_sm",
-               "store", "head_sum")
+               "store", "head_sum", "k_load")
 
 
 def table_configs(table: dict, family: str, dtype: str) -> list[tuple[dict, set]]:

@@ -8,8 +8,9 @@ templates/, e.g. experiments/decode_scalar_page/), gates the candidate against t
 the CUDA-graph and poisoned-block-table rules), and times both on the same inputs by graph replay.
 --override '{"head_sum":"chain"}' sets config fields on the candidate side (with or without
 --alt): e.g. the shipped config with the chained head sum against itself with the tree, under
-the current templates, in one process under one Triton. Exits 1 if the candidate was rejected
-anywhere.
+the current templates, in one process under one Triton; or as KEY=VALUE pairs, e.g.
+--override k_load=tma,head_sum=chain (ragged prefill's key tile by TMA with the chain). Exits 1 if
+the candidate was rejected anywhere.
 
 --cpu-smoke: gates only, tiny shapes, under the Triton interpreter (no GPU).
 --xcompile:  no GPU: each of --configs compiled for sm_90 from both templates: registers, spills,

@@ -14,7 +14,7 @@ under every version before a GPU times it.
 Usage: python -m bench.triton_versions --family prefill_ragged \\
            --configs '[{"block_t":64,"tiles_per_program":32,"num_warps":4,"num_stages":3,"block_m":4,"orient":"k_rows"}]' \\
            [--python .venv/bin/python --python ~/.cache/indexer-logits/triton-matrix/triton-3.9.0/bin/python] \\
-           [--alt experiments/prefill_ragged_tma] [--options '{"maxnreg": 232}'] [--out DIR] [--json FILE]
+           [--alt experiments/<name>] [--options '{"maxnreg": 232}'] [--out DIR] [--json FILE]
 Without --python: this interpreter and every Triton venv of the CI matrix (.ci/triton_matrix.sh) found.
 """
 

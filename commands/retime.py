@@ -22,7 +22,8 @@ from .common import DB_DIR, GENERATED, FamilyChoice
               help="The tuned table to re-time: a GPU slug under indexer_logits/tables/ or a dispatch.json.")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
               help="Distinct configs per bucket: the shipped one, then the trial store's next best.")
-@click.option("--no-twins", is_flag=True, help="Without each config's head_sum twin (tree <-> chain).")
+@click.option("--no-twins", is_flag=True,
+              help="Without each config's twins: head_sum tree <-> chain, and for prefill_ragged k_load threads <-> tma.")
 @click.option("--family", "families", multiple=True, type=FamilyChoice(),
               help="Only this family's buckets (repeatable; the emitted table holds what the store has timed).")
 @click.option("--source-db", default=DB_DIR / "trials.sqlite", show_default=True,
@@ -38,7 +39,8 @@ def retime(table, top, no_twins, families, source_db, db_path, out_dir, replays,
     """Re-time a tuned table's best configs under the running Triton and emit it beside the table.
 
     For a new Triton, minutes instead of a full tune: per bucket the shipped config, the trial
-    store's next best distinct configs (--top in all) and their head_sum twins are timed through
+    store's next best distinct configs (--top in all) and their twins (head_sum; k_load for ragged
+    prefill: tuner.retime.TWIN_AXES) are timed through
     the tuner's gates and timer (`tune --seeds-only`, one run per family and dtype, with progress and
     an ETA), into a store of this Triton's own; then `emit --by-triton` writes
     <out>/<gpu_slug>/triton-X.Y/, which the runtime serves under that Triton. On a GPU only.

@@ -120,9 +120,7 @@ def _enum_value(name: str, value: Any, enum_cls) -> str:
     try:
         return enum_cls(value).value
     except ValueError:
-        raise ValueError(
-            f"{name}: expected one of {[e.value for e in enum_cls]}, got {value!r}"
-        ) from None
+        raise ValueError(f"{name}: expected one of {[e.value for e in enum_cls]}, got {value!r}") from None
 
 
 class _Canonical:
@@ -196,14 +194,11 @@ class Problem(_Canonical):
         _choice("heads", self.heads, HEADS)
         _choice("head_dim", self.head_dim, HEAD_DIMS)
         if self.q_dtype != self.cache_dtype:
-            raise ValueError(
-                f"q_dtype: expected the cache dtype {self.cache_dtype!r} (mixed q/cache dtypes are not served), got {self.q_dtype!r}"
-            )
+            raise ValueError(f"q_dtype: expected the cache dtype {self.cache_dtype!r} (mixed q/cache dtypes are "
+                             f"not served), got {self.q_dtype!r}")
         if (self.cache_dtype == "bf16") != (self.scale_layout == ScaleLayout.NONE.value):
-            raise ValueError(
-                "scale_layout: expected 'none' for a bf16 cache and 'page_blocked' or 'token_interleaved' "
-                f"for fp8, got {self.scale_layout!r} with cache_dtype={self.cache_dtype!r}"
-            )
+            raise ValueError("scale_layout: expected 'none' for a bf16 cache and 'page_blocked' or 'token_interleaved' "
+                             f"for fp8, got {self.scale_layout!r} with cache_dtype={self.cache_dtype!r}")
         if kind.paged:
             _choice("page_size", self.page_size, PAGE_SIZES)
         else:
@@ -288,6 +283,9 @@ DOT_DTYPES = ("native", "fp16", "bf16", "fp32")
 ORIENTS = ("q_rows", "k_rows")
 STORES = ("tile", "run")
 HEAD_SUMS = ("tree", "chain")
+K_LOADS = ("threads", "tma")
+# Knobs added after keys existed, left out of canonical JSON and slugs at what kernels did before.
+LEFT_OUT_AT = {"store": "tile", "head_sum": "tree", "k_load": "threads"}
 
 
 @dataclass(frozen=True)
@@ -318,6 +316,9 @@ class Config(_Canonical):
       mma.sync layouts (sm_80-sm_120) it costs layout conversions: a tuned axis, k_rows only. In
       prefill_ragged 'chain' also loads q above the tile loop's `if` (Triton 3.9 spills otherwise;
       docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why")
+    k_load: how prefill_ragged loads a key tile. 'threads': per-thread cp.async loads; 'tma': one
+      bulk tensor copy through a host TensorDescriptor (no per-tile proxy fence under Triton 3.7+),
+      per-thread loads where K's base or row stride is not 16-byte aligned or there are no keys.
     """
 
     block_t: int = 64
@@ -330,16 +331,10 @@ class Config(_Canonical):
     programs_per_sm: int = 0
     store: str = "tile"
     head_sum: str = "tree"
+    k_load: str = "threads"
 
-    def to_dict(self) -> dict[str, Any]:
-        # store="tile" (what every kernel did before the field existed) is left out, so the
-        # canonical JSON, keys and variant names of those configs stay what they were.
-        d = dataclasses.asdict(self)
-        if d["store"] == "tile":
-            del d["store"]
-        if d["head_sum"] == "tree":  # likewise
-            del d["head_sum"]
-        return d
+    def to_dict(self) -> dict[str, Any]:  # keys and names at LEFT_OUT_AT's values stay as before the knob
+        return {k: v for k, v in dataclasses.asdict(self).items() if LEFT_OUT_AT.get(k, ()) != v}
 
     def __post_init__(self) -> None:
         if not isinstance(self.programs_per_sm, int) or isinstance(self.programs_per_sm, bool) or self.programs_per_sm < 0:
@@ -348,6 +343,7 @@ class Config(_Canonical):
         _choice("orient", self.orient, ORIENTS)
         _choice("store", self.store, STORES)
         _choice("head_sum", self.head_sum, HEAD_SUMS)
+        _choice("k_load", self.k_load, K_LOADS)
         for name in ("block_t", "tiles_per_program", "num_warps", "num_stages", "block_m"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -368,6 +364,8 @@ class Config(_Canonical):
             s += "_sr"
         if self.head_sum == "chain":
             s += "_hc"
+        if self.k_load == "tma":
+            s += "_tma"
         return s
 
 

@@ -76,3 +76,13 @@ def test_a_chained_head_sum_stays_in_the_seeds():
                          for v in ("tree", "chain")],
              "modules": {"tree": {"config": kr}, "chain": {"config": {**kr, "head_sum": "chain"}}}}
     assert table_configs.table_configs(table, "decode_paged", "fp8") == [(kr, {64}), ({**kr, "head_sum": "chain"}, {64})]
+
+
+def test_a_tma_key_load_stays_in_the_seeds():
+    """Config.k_load is a seed field too: a table's ragged 'tma' config seeds 'tma' ('threads' is left
+    out of a config's dict)."""
+    kr = {"block_t": 64, "tiles_per_program": 32, "num_warps": 4, "num_stages": 3, "orient": "k_rows", "block_m": 4}
+    table = {"entries": [{"problem": {"family": "prefill_ragged", "cache_dtype": "fp8", "page_size": 0}, "variant": v}
+                         for v in ("threads", "tma")],
+             "modules": {"threads": {"config": kr}, "tma": {"config": {**kr, "k_load": "tma"}}}}
+    assert table_configs.table_configs(table, "prefill_ragged", "fp8") == [(kr, {0}), ({**kr, "k_load": "tma"}, {0})]

@@ -43,8 +43,9 @@ FAMILY_CASES = {
                        (["--family", "prefill_ragged", "--buckets", "40x700:full", "--dtype", "bf16"], RAGGED)],
 }
 # Candidates whose templates read a Config knob that the current ones ignore (a k_rows knob):
-# gated with every config as given, and with the first k_rows config again with the knob set.
-KNOBS = {"prefill_ragged_tma": '"head_sum":"chain"'}
+# gated with every config as given, and with the first k_rows config again with the knob set, e.g.
+# {"<name>": '"head_sum":"chain"'} (prefill_ragged_tma's, before it became Config.k_load).
+KNOBS: dict[str, str] = {}
 
 
 def _with_knob(configs: str, knob: str) -> str:
@@ -160,16 +161,20 @@ def test_template_ab_rejects_a_head_sum_chain_that_drops_a_head(tmp_path):
     assert re.findall(r"^REJECT (\w+) \S+: (\w+)", proc.stdout, re.M) == [("alt", "wrong_answer")], proc.stdout[-2000:]
 
 
-def test_template_ab_times_a_knob_with_override():
-    """--override without --alt: the current templates on both sides, the candidate with the knob
-    (the head_sum A/B of docs/PERF.md); its summary names the base config, both sides gated."""
+@pytest.mark.parametrize("override, fields", [
+    ("head_sum=chain", "{'head_sum': 'chain'}"),
+    ("k_load=tma,head_sum=chain", "{'k_load': 'tma', 'head_sum': 'chain'}"),  # docs/PERF.md's k_load A/B
+])
+def test_template_ab_times_a_knob_with_override(override, fields):
+    """--override without --alt: the current templates on both sides, the candidate with the knobs
+    (the head_sum and k_load A/Bs of docs/PERF.md); its summary names the base config, both sides gated."""
     args = ["--family", "prefill_ragged", "--buckets", "40x300:full"]
-    proc = subprocess.run([*TEMPLATE_AB, "--cpu-smoke", "--override", "head_sum=chain", *args],
+    proc = subprocess.run([*TEMPLATE_AB, "--cpu-smoke", "--override", override, *args],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "config fields {'head_sum': 'chain'}" in proc.stdout
+    assert f"config fields {fields}" in proc.stdout
     (line,) = _summary(proc, args)
-    assert line.count("gated ok") == 2 and "_hc" not in line.split()[1], line
+    assert line.count("gated ok") == 2 and "_hc" not in line.split()[1] and "_tma" not in line.split()[1], line
 
 
 @pytest.mark.parametrize("extra, message", [

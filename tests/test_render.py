@@ -168,7 +168,7 @@ def test_template_hash_follows_template_content(template_copy):
     ragged = template_copy / family_of("prefill_ragged").template
     ragged.write_text('{% include "_extra.py.jinja" %}\n' + ragged.read_text())
     assert render_mod.included_partials(family_of("prefill_ragged").template, template_copy) == [
-        "_dot.py.jinja", "_extra.py.jinja", "_head_sum.py.jinja", "_header.py.jinja"]
+        "_dot.py.jinja", "_extra.py.jinja", "_head_sum.py.jinja", "_header.py.jinja", "_k_load.py.jinja"]
     assert template_hash("prefill_ragged") != before["prefill_ragged"]
     assert template_hash("decode_paged") == before["decode_paged"]
     (template_copy / "_extra.py.jinja").write_text("{# changed #}\n")

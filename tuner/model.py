@@ -23,6 +23,8 @@ score per bucket (worst 1.21; `python -m bench.model_fit`); tuner/devices.py's H
 latency are that fit's. Model 5 added two terms with no fitted constant (the dot's busiest SM, the
 run's epilogue at the copy rate): 1.030 -> 1.031 there, the fp8 blind tunes' stores
 (docs/perf_logs/blind_tune_h200/call3, call4) 1.054 -> 1.049 and 1.069 -> 1.064.
+Model 6 added the key-tile load's prior for ragged prefill (k_load_cost, assumed): the same
+prediction for every config with k_load 'threads'.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
 """
 
@@ -38,7 +40,7 @@ from .devices import Device
 from .families import family_of
 from .space import estimate_shared_bytes
 
-MODEL_VERSION = "5"
+MODEL_VERSION = "6"
 
 STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
@@ -70,6 +72,11 @@ PREFILL_L2_REUSE = 4.0  # prefill's key chunks are read by every row block: most
 TREE_SUM_COST = 1.06  # the compute-bound body under Triton 3.7+ on wgmma, tree against chain
 CHAIN_ON_MMA_SYNC_COST = 1.10  # the chain's conversions on mma.sync
 CHAIN_NO_GAIN_COST = 1.001  # the chain where it gains nothing: the tree (the shipped form) wins ties
+# How ragged prefill loads a key tile (Config.k_load; docs/PERF.md, same section). Since Triton 3.7 a
+# cp.async tile read by wgmma waits behind a proxy fence (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) every
+# tile; a tile that TMA writes needs none. A prior, assumed and not measured (no GPU has timed 'tma').
+THREADS_FENCE_COST = 1.02  # per-thread loads under Triton 3.7+ on wgmma, against 'tma'
+TMA_NO_GAIN_COST = 1.001  # 'tma' where there is no fence to save: 'threads' (the shipped form) wins ties
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,18 @@ def head_sum_cost(problem: Problem, config: Config, res: Resources, triton_minor
     if res.mma == "wgmma" and minor is not None and minor >= (3, 7) and compute_bound:
         return 1.0 if chain else TREE_SUM_COST
     return CHAIN_NO_GAIN_COST if chain else 1.0
+
+
+def k_load_cost(problem: Problem, config: Config, res: Resources, triton_minor=None) -> float:
+    """The key-tile load's factor on a compute-bound body (THREADS_FENCE_COST, TMA_NO_GAIN_COST): an
+    assumed prior. triton_minor: (major, minor) [default: the running Triton]."""
+    if "k_load" not in family_of(problem).axes:  # tied to 'threads' there
+        return 1.0
+    minor = _running_minor() if triton_minor is None else triton_minor
+    fenced = res.mma == "wgmma" and minor is not None and minor >= (3, 7)
+    if config.k_load == "tma":
+        return 1.0 if fenced else TMA_NO_GAIN_COST
+    return THREADS_FENCE_COST if fenced else 1.0
 
 
 @dataclass(frozen=True)
@@ -267,6 +286,7 @@ def prefill_breakdown(device: Device, problem: Problem, config: Config, res: Res
     shape = min(1.0, dot_rows / 256) * min(1.0, config.block_t / 64) * (1.0 if config.num_stages > 1 else 0.6)
     quantised = waves * slots / busy  # a last partial wave idles part of the GPU
     dot_us = flops / (_dot_rate(device, problem, res) * shape) * 1e6 * quantised * head_sum_cost(problem, config, res)
+    dot_us *= k_load_cost(problem, config, res)
     key_bytes = pairs / config.block_m * problem.token_bytes
     stream_us = key_bytes / (device.copy_bandwidth * STREAM_EFFICIENCY * PREFILL_L2_REUSE) * 1e6
     serial_us = waves * (device.start_us + config.tiles_per_program * device.latency_us / max(config.num_stages - 1, 1))

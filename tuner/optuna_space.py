@@ -25,7 +25,7 @@ SAMPLERS = ("tpe", "grid", "random")
 # keeps its name and its history when the axis arrives; an earlier trial, which has no parameter
 # for it, reads as that value (OptunaSpace.config). An axis that drops or renames a value is a
 # new space: leave it out of here.
-ADDED_AXES = {"head_sum": "tree"}
+ADDED_AXES = {"head_sum": "tree", "k_load": "threads"}
 
 
 def _is_pow2_run(values: Sequence) -> bool:

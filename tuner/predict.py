@@ -145,13 +145,13 @@ def _corrected(est: Resources, factors: tuple) -> Resources:
 
 
 def _one_twin(ranked: Sequence[Config]) -> list[str]:
-    """Keys of `ranked` without the later of each head_sum pair (the same config but its head sum).
-    The twins differ in the epilogue's instructions, which the model prices by its prior
-    (tuner.model.head_sum_cost), not by resources: compiling both would halve a round's points
-    (the RTX PRO 6000's bf16 next_n = 2 buckets lost 3-8% of predicted time that way)."""
+    """Keys of `ranked` with only the first of each group of twins (the same config but its head sum
+    or, ragged prefill, its key-tile load). Twins differ in instructions the model prices by its
+    priors (tuner.model.head_sum_cost, k_load_cost), not by resources: compiling each would halve a
+    round's points (the RTX PRO 6000's bf16 next_n = 2 buckets lost 3-8% of predicted time that way)."""
     seen, out = set(), []
     for c in ranked:
-        pair = replace(c, head_sum="tree")
+        pair = replace(c, head_sum="tree", k_load="threads")
         if pair not in seen:
             seen.add(pair)
             out.append(c.key)

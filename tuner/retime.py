@@ -4,7 +4,8 @@ Triton, minutes instead of a full tune.
 A table is tuned for a (GPU, Triton minor) pair: the same source compiles to other code under
 another Triton (docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why"). Per bucket of an existing
 table this takes the best few distinct configs the trial store holds for it (its shipped config
-first) and their head_sum twins (the chained head sum is what Triton 3.7+ loses most without), and
+first) and their twins along TWIN_AXES: the head sum (the chained one is what Triton 3.7+ loses
+most without) and, for ragged prefill, the key-tile load (TMA saves 3.7+'s per-tile proxy fence), and
 times them through the tuner's own path: `tune --seeds-only` per (family, dtype), so every config
 passes the gates (reference, CUDA-graph replay, poisoned block table) and its trial row records the
 running Triton. The rows go to a store of their own, one per Triton (db/triton-X.Y/trials.sqlite),
@@ -64,18 +65,24 @@ def load_table(table: str) -> tuple[dict, Path]:
     return json.loads(path.read_text()), path
 
 
-def twin(problem: Problem, config: Config) -> Optional[Config]:
-    """The config with the other head sum, where the family searches that axis and it applies."""
-    other = "chain" if config.head_sum == "tree" else "tree"
-    if other not in axes_of(problem).get("head_sum", ()):
+# The two-valued axes whose other value is timed beside each config (`candidates`), in order: each
+# axis twins every config picked so far, the earlier axes' twins included (a ragged config gives 4).
+TWIN_AXES = ("head_sum", "k_load")
+
+
+def twin(problem: Problem, config: Config, axis: str = "head_sum") -> Optional[Config]:
+    """The config with the other value of `axis`, where the family searches that axis and it applies."""
+    values = axes_of(problem).get(axis, ())
+    if len(values) != 2 or getattr(config, axis) not in values:
         return None
-    candidate = tied(problem, replace(config, head_sum=other))
+    other = values[1 - values.index(getattr(config, axis))]
+    candidate = tied(problem, replace(config, **{axis: other}))
     return candidate if candidate != config else None
 
 
 def candidates(table: dict, store: Optional[Store], top: int, twins: bool = True) -> list[Item]:
     """Per entry of the table: its config, then the store's best distinct ok configs of that bucket
-    on the table's GPU (fully timed, by score) up to `top`, then (`twins`) each one's head_sum twin."""
+    on the table's GPU (fully timed, by score) up to `top`, then (`twins`) their twins along TWIN_AXES."""
     slug = table["provenance"]["gpu_slug"]
     items = []
     for e in table["entries"]:
@@ -93,8 +100,8 @@ def candidates(table: dict, store: Optional[Store], top: int, twins: bool = True
                 if config not in picked and is_feasible(problem, config):  # a point of today's space
                     picked.append(config)
         picked = picked[:top]
-        if twins:
-            picked += [t for c in picked for t in [twin(problem, c)] if t is not None and t not in picked]
+        for axis in TWIN_AXES if twins else ():
+            picked += [t for c in picked for t in [twin(problem, c, axis)] if t is not None and t not in picked]
         items.append(Item(problem, bucket, tuple(dict.fromkeys(picked))))
     return items
 

@@ -66,6 +66,9 @@ STORE_RUN_SCOPE = "the split grid's k_rows tiles inside one page (orient k_rows,
 # head_sum 'chain' rewrites the k_rows epilogue only (q_rows sums across warps, where a thread holds
 # one head per output and there is nothing to chain): elsewhere the template sums as 'tree'.
 HEAD_SUM_SCOPE = "orient k_rows"
+# k_load 'tma' loads ragged K's tiles by bulk tensor copies: the paged families choose their
+# cache loads from the layout (tuner/families), so elsewhere the knob stays 'threads'.
+K_LOAD_SCOPE = "prefill_ragged"
 
 
 def store_run_applies(page_size: int, orient: str, programs_per_sm: int, block_t: int) -> bool:
@@ -123,6 +126,8 @@ def check(problem: Problem, config: Config, target: Target | None = None) -> Non
         raise InfeasibleConfig("unused_knob", f"store='run' is for {STORE_RUN_SCOPE}")
     if config.head_sum == "chain" and config.orient != "k_rows":
         raise InfeasibleConfig("unused_knob", f"head_sum='chain' is for {HEAD_SUM_SCOPE}")
+    if config.k_load != "threads" and "k_load" not in axes:
+        raise InfeasibleConfig("unused_knob", f"k_load={config.k_load!r} is for {K_LOAD_SCOPE}")
     if config.block_t * config.tiles_per_program > MAX_CHUNK:
         raise InfeasibleConfig("chunk_too_large", f"{config.block_t * config.tiles_per_program} > {MAX_CHUNK} tokens per program")
     acc = rows * config.block_t // (32 * config.num_warps)
@@ -176,6 +181,7 @@ TIES = (
     ("store", "tile", "outside " + STORE_RUN_SCOPE,
      lambda problem, f: not store_run_applies(problem.page_size, f["orient"], f["programs_per_sm"], f["block_t"])),
     ("head_sum", "tree", "outside " + HEAD_SUM_SCOPE, lambda problem, f: f["orient"] != "k_rows"),
+    ("k_load", "threads", "outside " + K_LOAD_SCOPE, lambda problem, f: "k_load" not in axes_of(problem)),
 )
 
 

@@ -17,6 +17,9 @@ from .typical import TRITON_DTYPE, TYPICAL_KEYS, TYPICAL_ROWS
 
 class PrefillRagged(PrefillFamily):
     kind = PREFILL_RAGGED
+    # How a key tile is loaded: per-thread cp.async ('threads') or one bulk tensor copy ('tma', no
+    # per-tile proxy fence under Triton 3.7+; templates/_k_load.py.jinja).
+    axes = {**PrefillFamily.axes, "k_load": ("threads", "tma")}
     template = "prefill_ragged.py.jinja"
     default_batches = DEFAULT_PREFILL_ROWS
     default_contexts = DEFAULT_PREFILL_KEYS
@@ -69,8 +72,7 @@ class PrefillRagged(PrefillFamily):
         dt, h, d = TRITON_DTYPE[problem.cache_dtype], problem.heads, problem.head_dim
         return {
             "q_ptr": f"*{dt}", "k_ptr": f"*{dt}",
-            # the key tile's TMA descriptor of the candidate experiments/prefill_ragged_tma/ (unused
-            # by the current template: only a kernel's own parameters are looked up)
+            # the key tile's TMA descriptor (k_load 'tma'; only a kernel's own parameters are looked up)
             "k_desc": f"tensordesc<{dt}[{config.block_t if config else 64}, {d}]>",
             "k_scale_ptr": "*fp32" if problem.cache_dtype == "fp8" else f"*{dt}",
             "w_ptr": "*fp32", "ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": "*fp32",
