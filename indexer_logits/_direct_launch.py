@@ -51,10 +51,15 @@ def triton_version() -> Optional[str]:
 
 def maps_for(const: tuple) -> dict:
     """The encoded tensor maps, by base address, of descriptors with this constant part."""
-    maps = _MAPS.get(const)
-    if maps is None:
-        maps = _MAPS.setdefault(const, {})
-    return maps
+    return _MAPS.setdefault(const, {})
+
+
+def rebased(desc, base):
+    """A copy of a recorded host TensorDescriptor over another tensor (same shape, strides, block)."""
+    d = object.__new__(type(desc))
+    d.__dict__.update(desc.__dict__)
+    d.base = base
+    return d
 
 
 def clear() -> None:
@@ -137,10 +142,7 @@ class Plan:
 def _encoder(make, desc, meta, maps: dict, tail: list):
     """encode(t): the tensor map of `desc` over t's address (Triton's make_tensordesc_arg), kept in maps."""
     def encode(t):
-        d = object.__new__(type(desc))
-        d.__dict__.update(desc.__dict__)
-        d.base = t
-        expanded = make(d, meta)
+        expanded = make(rebased(desc, t), meta)
         if list(expanded[1:]) != tail:  # the shape and strides the plan holds: never otherwise
             raise RuntimeError("indexer_logits: a descriptor expanded to other shapes than recorded")
         if len(maps) >= MAX_MAPS:

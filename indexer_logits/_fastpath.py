@@ -225,6 +225,12 @@ def active_driver():
     return sys.modules["triton"].runtime.driver.active
 
 
+def _driver_stream():
+    """The current stream of the current device, as Triton's active driver gives it to a launch."""
+    drv = active_driver()
+    return drv.get_current_stream(drv.get_current_device())
+
+
 def _runtime_hooks():
     """Triton's launch hooks, or None when the triton in use has none reachable."""
     triton = sys.modules.get("triton")
@@ -323,24 +329,16 @@ class Replay:
         direct = self.direct
         if direct is not None:
             stream = None if direct.stream is None else direct.stream()
-            if stream is None:
-                drv = active_driver()
-                stream = drv.get_current_stream(drv.get_current_device())
-            direct(inputs, stream)
+            direct(inputs, _driver_stream() if stream is None else stream)
             self.calls += 1
             return out
-        drv = active_driver()
         args = self.template.copy()
         for i, j in self.slots:
             args[i] = inputs[j]
         for i, j, desc in self.desc_slots:
-            d = object.__new__(type(desc))
-            d.__dict__.update(desc.__dict__)
-            d.base = inputs[j]
-            args[i] = d
+            args[i] = _direct_launch.rebased(desc, inputs[j])
         g = self.grid
-        self.run(g[0], g[1], g[2], drv.get_current_stream(drv.get_current_device()), self.function, self.metadata,
-                 None, None, None, *args)
+        self.run(g[0], g[1], g[2], _driver_stream(), self.function, self.metadata, None, None, None, *args)
         self.calls += 1
         return out
 

@@ -134,6 +134,14 @@ def _running_minor():
     return minor_of(running_triton())
 
 
+def _wgmma_since_37(res: Resources, triton_minor=None) -> bool:
+    """Whether the body runs on wgmma under Triton 3.7 or later, where both priors below apply (the
+    tree's sum left unfused, the per-tile proxy fence after cp.async). triton_minor: (major, minor)
+    [default: the running Triton]."""
+    minor = _running_minor() if triton_minor is None else triton_minor
+    return res.mma == "wgmma" and minor is not None and minor >= (3, 7)
+
+
 def head_sum_cost(problem: Problem, config: Config, res: Resources, triton_minor=None) -> float:
     """The head sum's factor on a compute-bound body (TREE_SUM_COST and the two below it).
     triton_minor: (major, minor) [default: the running Triton]."""
@@ -142,9 +150,8 @@ def head_sum_cost(problem: Problem, config: Config, res: Resources, triton_minor
     chain = config.head_sum == "chain"
     if res.mma == "mma.sync":
         return CHAIN_ON_MMA_SYNC_COST if chain else 1.0
-    minor = _running_minor() if triton_minor is None else triton_minor
     compute_bound = not problem.kind.decode or problem.next_n > 1
-    if res.mma == "wgmma" and minor is not None and minor >= (3, 7) and compute_bound:
+    if _wgmma_since_37(res, triton_minor) and compute_bound:
         return 1.0 if chain else TREE_SUM_COST
     return CHAIN_NO_GAIN_COST if chain else 1.0
 
@@ -154,8 +161,7 @@ def k_load_cost(problem: Problem, config: Config, res: Resources, triton_minor=N
     assumed prior. triton_minor: (major, minor) [default: the running Triton]."""
     if "k_load" not in family_of(problem).axes:  # tied to 'threads' there
         return 1.0
-    minor = _running_minor() if triton_minor is None else triton_minor
-    fenced = res.mma == "wgmma" and minor is not None and minor >= (3, 7)
+    fenced = _wgmma_since_37(res, triton_minor)
     if config.k_load == "tma":
         return 1.0 if fenced else TMA_NO_GAIN_COST
     return THREADS_FENCE_COST if fenced else 1.0
