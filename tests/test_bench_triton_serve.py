@@ -25,14 +25,17 @@ def test_best_of_rounds_and_ratio(tmp_path):
     best = triton_serve.best_times(tmp_path)
     assert best[("prefill_ragged", 4096, 16384)] == {"3.6.0": 1000.0, "3.9.0": 1020.0}
     assert best[("decode_paged n2", 32, 32768)] == {"3.6.0": 46.6, "3.9.0": 48.0}  # 'default' rows left out
-    text = triton_serve.table(best, "3.6.0", "3.9.0")
+    text = triton_serve.table(best, "3.6.0", ["3.9.0"])
     assert "prefill_ragged 4096x16384" in text and "1.020" in text and "1.030" in text
 
 
 def test_plan_alternates_host_and_other(capsys):
     assert triton_serve.main(["--plan", "--rounds", "2", "--groups", "n2"]) == 0
     sides = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert sides == ["host", "other", "host", "other"]
+    assert sides == ["host", "other1", "host", "other1"]
+    assert triton_serve.main(["--plan", "--rounds", "1", "--groups", "n1,n2", "--other", "a", "--other", "b"]) == 0
+    sides = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert sides == ["host", "other1", "other2"] * 2  # each group under every Triton before the next
 
 
 def test_bad_arguments_name_the_option(tmp_path):
@@ -40,5 +43,7 @@ def test_bad_arguments_name_the_option(tmp_path):
         triton_serve.main(["--plan", "--groups", "n3"])
     with pytest.raises(SystemExit, match="--other"):
         triton_serve.main(["--other", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--other"):
+        triton_serve.main([])
     with pytest.raises(SystemExit, match="--rounds"):
         triton_serve.main(["--plan", "--rounds", "0"])
