@@ -116,7 +116,7 @@ class _Device:
 
 _DEVICES: dict[str, _Device] = {}
 _TABLES: dict[tuple, Any] = {}  # dict, None (absent) or the DispatchTableError
-_TABLE_DIRS: dict[tuple, Path] = {}  # the directory each _TABLES entry was read from
+_TABLE_DIRS: dict[tuple, Path] = {}  # (root, slug, cc): the side-by-side table directory _table() serves first
 _SELECTIONS: dict[tuple, Selection] = {}
 _WARNED: set[str] = set()
 _LOCK = threading.RLock()
@@ -171,27 +171,33 @@ def _table(root: Path, slug: str, dev: _Device, strict: bool) -> Optional[dict]:
     """The validated table of `slug` under root (cached), None when absent or refused. Of the
     slug's side-by-side tables (one per Triton it was tuned under) it is the one _versions picks."""
     key = (str(root), slug, dev.compute_capability)
+    if key not in _TABLE_DIRS:
+        _TABLE_DIRS[key] = _versions.pick_table_dir(root / slug, _versions.running_triton()) or root / slug
+    return _table_at(_TABLE_DIRS[key], root / slug, dev, strict)
+
+
+def _table_at(tdir: Path, slug_dir: Path, dev: _Device, strict: bool, log: bool = True) -> Optional[dict]:
+    """The validated table in `tdir`, one of slug_dir's side-by-side tables (cached); with `log`,
+    says once when it was tuned under another Triton minor than the running one."""
+    key = (str(tdir), dev.compute_capability)
     if key not in _TABLES:
-        running = _versions.running_triton()
-        tdir = _versions.pick_table_dir(root / slug, running) or root / slug
         path = tdir / TABLE_FILE
-        _TABLE_DIRS[key] = tdir
         try:
-            _TABLES[key] = load_table(path, slug, dev.compute_capability) if path.is_file() else None
+            _TABLES[key] = load_table(path, slug_dir.name, dev.compute_capability) if path.is_file() else None
         except DispatchTableError as exc:
             _TABLES[key] = exc
-        loaded = _TABLES[key]
-        if isinstance(loaded, dict) and slug != DEFAULT_SLUG:
-            msg = _versions.mismatch_message(path, root / slug, _versions.table_triton(loaded), running)
-            if msg is not None and f"triton:{path}" not in _WARNED:
-                _WARNED.add(f"triton:{path}")
-                _versions.LOGGER.warning(msg)
     table = _TABLES[key]
     if isinstance(table, DispatchTableError):
         if strict:
             raise table
-        warn_once(f"table:{root / slug}", f"indexer logits: {table}; using the next rung of the ladder")
+        warn_once(f"table:{slug_dir}", f"indexer logits: {table}; using the next rung of the ladder")
         return None
+    if log and table is not None and slug_dir.name != DEFAULT_SLUG:
+        path = tdir / TABLE_FILE
+        msg = _versions.mismatch_message(path, slug_dir, _versions.table_triton(table), _versions.running_triton())
+        if msg is not None and f"triton:{path}" not in _WARNED:
+            _WARNED.add(f"triton:{path}")
+            _versions.LOGGER.warning(msg)
     return table
 
 
@@ -254,10 +260,18 @@ def _try_load(tdir: Path, table: dict, variant: str, strict: bool) -> Optional[M
 
 def _tuned(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: bool,
            interp: bool) -> Optional[Selection]:
-    table = _table(root, dev.slug, dev, strict)
-    if table is None:
-        return None
-    return _from_entries(table, _table_dir(root, dev.slug, dev), pkey, problem, bucket, strict, interp, None)
+    """The entry of the first of the slug's tables (the running Triton's, then the nearest) that has
+    this problem: a table re-timed for some families under this Triton leaves the rest to the next."""
+    first = _table(root, dev.slug, dev, strict)
+    slug_dir = root / dev.slug
+    for tdir in _versions.table_dirs_in_order(slug_dir, _versions.running_triton()) or [slug_dir]:
+        table = first if tdir == _table_dir(root, dev.slug, dev) else _table_at(tdir, slug_dir, dev, strict, log=False)
+        if table is None or not any(e["problem_key"] == pkey for e in table["entries"]):
+            continue
+        if table is not first:
+            _table_at(tdir, slug_dir, dev, strict)  # serving from it: say which Triton it was tuned under
+        return _from_entries(table, tdir, pkey, problem, bucket, strict, interp, None)
+    return None
 
 
 def _predicted(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: bool,

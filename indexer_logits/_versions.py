@@ -88,18 +88,27 @@ def _distance(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int, int]:
     return (abs(a[0] - b[0]), abs(a[1] - b[1]) if a[0] == b[0] else 0, a[0] * 1000 + a[1])
 
 
-def pick_table_dir(slug_dir: Path, running: Optional[str]) -> Optional[Path]:
-    """The directory whose table serves a process running Triton `running`; None when the slug has
-    no table. An exact major.minor wins, then the nearest known version; a table that records no
-    version is served only when no versioned one exists (the primary table before the others)."""
+def table_dirs_in_order(slug_dir: Path, running: Optional[str]) -> list[Path]:
+    """Every table directory of one GPU slug, in the order a process running Triton `running` is
+    served from them: the exact major.minor, then the nearest known versions, then a table that
+    records no version. The tuned rung takes a problem from the first that has an entry for it, so
+    a table re-timed for some families under a new Triton (`retime --family`) leaves the others
+    to the nearest table that has them, not to the family defaults."""
     run = minor_of(running)
     found = candidates(slug_dir)
-    if not found:
-        return None
     known = [(d, v) for d, v in found if v is not None]
     if run is None or not known:
-        return found[0][0]
-    return min(known, key=lambda dv: _distance(dv[1], run))[0]
+        return [d for d, _ in found]
+    ranked = sorted(known, key=lambda dv: _distance(dv[1], run))
+    return [d for d, _ in ranked] + [d for d, v in found if v is None]
+
+
+def pick_table_dir(slug_dir: Path, running: Optional[str]) -> Optional[Path]:
+    """The directory whose table serves a process running Triton `running` first (what info, bench
+    and report name); None when the slug has no table. An exact major.minor wins, then the nearest
+    known version; a table that records no version is served only when no versioned one exists."""
+    dirs = table_dirs_in_order(slug_dir, running)
+    return dirs[0] if dirs else None
 
 
 def other_minor(tuned: Optional[str], running: Optional[str]) -> bool:

@@ -97,3 +97,40 @@ def test_table_without_triton_version_still_loads(tables, monkeypatch, caplog):
 def test_running_triton_is_the_imported_one():
     import triton
     assert _versions.running_triton() == triton.__version__
+
+
+def _table_with(d: Path, triton_version: str, families: tuple[str, ...]) -> dict:
+    """A table in `d` holding the committed H200 3.8 table's first entry of each family named."""
+    src = json.loads((Path(_dispatch.TABLES_DIR) / "nvidia_h200" / "triton-3.8" / "dispatch.json").read_text())
+    entries = [next(e for e in src["entries"] if e["problem"]["family"] == f) for f in families]
+    d.mkdir(parents=True, exist_ok=True)
+    prov = {"gpu_slug": SLUG, "gpu_name": "Fake GPU", "kind": "tuned", "triton_version": triton_version}
+    table = {"format": _dispatch.FORMAT, "provenance": prov, "entries": entries, "defaults": {},
+             "modules": {e["variant"]: src["modules"][e["variant"]] for e in entries}}
+    (d / "dispatch.json").write_text(json.dumps(table))
+    return table
+
+
+def test_problem_missing_from_the_running_tritons_table_comes_from_the_nearest(tables, monkeypatch, caplog):
+    """A table re-timed for the prefill families alone under 3.9 (`retime --family`) serves those;
+    decode, which it lacks, comes from the 3.8 table (not the family defaults), logged once."""
+    t39 = _table_with(tables / SLUG / "triton-3.9", "3.9.0", ("prefill_ragged",))
+    t38 = _table_with(tables / SLUG / "triton-3.8", "3.8.0", ("prefill_ragged", "decode_paged"))
+    _table_with(tables / SLUG, "3.6.0", ("prefill_ragged", "decode_paged"))
+    monkeypatch.setattr(_versions, "running_triton", lambda: "3.9.0")
+    served = []
+    monkeypatch.setattr(_dispatch, "_from_entries", lambda table, tdir, *a: served.append(tdir) or tdir)
+    dev = _dispatch._Device("cuda:0", SLUG, None, False)
+    root = _dispatch.table_root()
+    with caplog.at_level(logging.WARNING, logger="indexer_logits"):
+        for table in (t39, t38):
+            e = table["entries"][-1]
+            for _ in range(2):
+                _dispatch._tuned(root, dev, e["problem_key"], e["problem"], (1, 1), False, False)
+        # a problem no table has is served by none, and logs nothing more
+        assert _dispatch._tuned(root, dev, "no-such-problem", {}, (1, 1), False, False) is None
+    assert served == [tables / SLUG / "triton-3.9"] * 2 + [tables / SLUG / "triton-3.8"] * 2
+    records = [r.getMessage() for r in caplog.records if r.name == "indexer_logits"]
+    assert len(records) == 1 and "Triton 3.8.0" in records[0] and "triton-3.8" in records[0], records
+    assert _versions.table_dirs_in_order(tables / SLUG, "3.9.0") == [
+        tables / SLUG / "triton-3.9", tables / SLUG / "triton-3.8", tables / SLUG]
