@@ -24,7 +24,10 @@ latency are that fit's. Model 5 added two terms with no fitted constant (the dot
 run's epilogue at the copy rate): 1.030 -> 1.031 there, the fp8 blind tunes' stores
 (docs/perf_logs/blind_tune_h200/call3, call4) 1.054 -> 1.049 and 1.069 -> 1.064.
 Model 6 added the key-tile load's prior for ragged prefill (k_load_cost, assumed): the same
-prediction for every config with k_load 'threads'.
+prediction for every config with k_load 'threads'. Model 7 set both head-sum and key-load terms
+from the H200 A/B of 2026-12-03 under Triton 3.6, 3.8 and 3.9 (docs/PERF.md, "The `k_load` axis"):
+TMA with the chain costs 2-9%, TMA with the tree gains 2.5-3% under 3.8 (the fence), and the
+tree costs 1.10-1.19x under 3.8 on ragged prefill.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
 """
 
@@ -40,7 +43,7 @@ from .devices import Device
 from .families import family_of
 from .space import estimate_shared_bytes
 
-MODEL_VERSION = "6"
+MODEL_VERSION = "7"
 
 STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
@@ -68,15 +71,19 @@ PREFILL_L2_REUSE = 4.0  # prefill's key chunks are read by every row block: most
 # prefill 1.17-1.20x slower under 3.8, decode next_n = 2 1.05-1.08x, both with a proxy fence
 # beside it; next_n = 1 +28, hidden by its memory bound). Under 3.6 both forms compile to the same
 # FFMAs. On mma.sync (sm_80-sm_120) a thread holds other heads and the chain adds 2 layout
-# conversions and 5-13 barriers a tile. Priors until a GPU A/B: assumptions, not fits.
-TREE_SUM_COST = 1.06  # the compute-bound body under Triton 3.7+ on wgmma, tree against chain
+# conversions and 5-13 barriers a tile. The H200 A/B (ragged prefill, the shipped config, same
+# process, docs/perf_logs/triton39_h200/ab_kload_*.log): tree / chain 1.10, 1.11, 1.18 under 3.8
+# (1.72 under 3.9, where the tree also spills: the compile's spills say that), 1.001-1.014 under 3.6.
+TREE_SUM_COST = 1.10  # the compute-bound body under Triton 3.7+ on wgmma, tree against chain
 CHAIN_ON_MMA_SYNC_COST = 1.10  # the chain's conversions on mma.sync
 CHAIN_NO_GAIN_COST = 1.001  # the chain where it gains nothing: the tree (the shipped form) wins ties
 # How ragged prefill loads a key tile (Config.k_load; docs/PERF.md, same section). Since Triton 3.7 a
 # cp.async tile read by wgmma waits behind a proxy fence (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) every
-# tile; a tile that TMA writes needs none. A prior, assumed and not measured (no GPU has timed 'tma').
-THREADS_FENCE_COST = 1.02  # per-thread loads under Triton 3.7+ on wgmma, against 'tma'
-TMA_NO_GAIN_COST = 1.001  # 'tma' where there is no fence to save: 'threads' (the shipped form) wins ties
+# tile; a tile that TMA writes needs none, but waits on its mbarrier (2 more barriers a tile) and,
+# with the chain, compiles at 255 registers. Measured on the H200 (same A/B, tma / threads):
+TMA_FENCE_GAIN = 0.97  # with the tree under 3.7+ on wgmma: 0.972-0.976 under 3.8 (0.93 under 3.9, spilling)
+TMA_WITH_CHAIN_COST = 1.04  # with the chain: 1.014-1.094 under 3.6, 3.8 and 3.9
+TMA_NO_FENCE_COST = 1.01  # with the tree where there is no fence to save: 1.003-1.022 under 3.6
 
 
 @dataclass(frozen=True)
@@ -157,14 +164,13 @@ def head_sum_cost(problem: Problem, config: Config, res: Resources, triton_minor
 
 
 def k_load_cost(problem: Problem, config: Config, res: Resources, triton_minor=None) -> float:
-    """The key-tile load's factor on a compute-bound body (THREADS_FENCE_COST, TMA_NO_GAIN_COST): an
-    assumed prior. triton_minor: (major, minor) [default: the running Triton]."""
-    if "k_load" not in family_of(problem).axes:  # tied to 'threads' there
+    """The key-tile load's factor on a compute-bound body ('threads' 1.0; 'tma' the three measured
+    factors above). triton_minor: (major, minor) [default: the running Triton]."""
+    if "k_load" not in family_of(problem).axes or config.k_load != "tma":  # tied to 'threads' elsewhere
         return 1.0
-    fenced = _wgmma_since_37(res, triton_minor)
-    if config.k_load == "tma":
-        return 1.0 if fenced else TMA_NO_GAIN_COST
-    return THREADS_FENCE_COST if fenced else 1.0
+    if config.head_sum == "chain" and config.orient == "k_rows":
+        return TMA_WITH_CHAIN_COST
+    return TMA_FENCE_GAIN if _wgmma_since_37(res, triton_minor) else TMA_NO_FENCE_COST
 
 
 @dataclass(frozen=True)
