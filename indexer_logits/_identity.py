@@ -315,7 +315,8 @@ class Config(_Canonical):
       (FFMA) as tl.sum gave under 3.6. 'chain' assumes the wgmma accumulator layout (sm_90); on
       mma.sync layouts (sm_80-sm_120) it costs layout conversions: a tuned axis, k_rows only. In
       prefill_ragged 'chain' also loads q above the tile loop's `if` (Triton 3.9 spills otherwise;
-      docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why")
+      docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why"); in prefill_paged it also stores each
+      tile's logits through a warp-aligned view, which under Triton 3.8+ drops a CTA barrier a tile
     k_load: how prefill_ragged loads a key tile. 'threads': per-thread cp.async loads; 'tma': one
       bulk tensor copy through a host TensorDescriptor (no per-tile proxy fence under Triton 3.7+),
       per-thread loads where K's base or row stride is not 16-byte aligned or there are no keys.
