@@ -126,3 +126,8 @@ def test_run_times_exactly_the_candidates_and_emits_the_version_table(tmp_path):
                                                                                      e["bucket"]["context"])),
                    key=lambda r: (r["score_ms"], r["trial_key"]))
         assert e["variant"] == best["variant"]
+    # A second store in the same folder (another Triton's re-time, say) gets its own Optuna studies:
+    # before, it shared optuna.sqlite there, found its seeds' studies full and timed nothing.
+    other = tmp_path / "triton" / "other.sqlite"
+    rt.run(items[:1], other, tmp_path / "out3", interpret=True, replays=3, quiet=True, say=lines.append)
+    assert len(Store(other).trials("1 = 1", [])) == len(items[0].configs)

@@ -158,6 +158,10 @@ def run(items: list[Item], db: Path, out_root: Path, *, interpret: bool = False,
     """Time the items, a `tune --seeds-only` run per (family, dtype), then emit the GPU's table into
     its triton-X.Y folder under out_root. Returns tuner.tables.EmitResult."""
     parts = list(groups(items).items())
+    # The Optuna studies of this store alone: a study name does not say which Triton timed it, and a
+    # seeds-only study that already holds its seeds asks for nothing, so two re-times whose stores
+    # share a folder (and tune's optuna.sqlite there) would leave the second with no trials.
+    optuna_db = Path(db).with_name(Path(db).stem + ".optuna.sqlite")
     total_est, done_est, start = estimate_s(items), 0.0, time.monotonic()
     for n, ((family, dtype), part) in enumerate(parts, 1):
         elapsed = time.monotonic() - start
@@ -175,10 +179,10 @@ def run(items: list[Item], db: Path, out_root: Path, *, interpret: bool = False,
             family=family, dtype=dtype, next_n=tuple(sorted({str(p.next_n) for p in problems})),
             page_size=first.page_size, scale_layout=first.scale_layout, heads=first.heads, head_dim=first.head_dim,
             lens_mode=first.lens_mode, batch=(), context=(), trials=max(len(i.configs) for i in part),
-            time_budget=None, sampler="tpe", ask_batch=BUILD_JOBS, timeout=60.0, db=Path(db), optuna_db=None,
+            time_budget=None, sampler="tpe", ask_batch=BUILD_JOBS, timeout=60.0, db=Path(db), optuna_db=optuna_db,
             resume=True, seed=0, interpret=interpret, replays=replays, jobs=None, try_config=(), quiet=quiet,
             model_seeds=0, climb=0, stop_at_optimum=False, transfer=False, seeds_only=True)
-        spec, _ = _storage(Path(db), None, None, 1, True)
+        spec, _ = _storage(Path(db), optuna_db, None, 1, True)
         prepared = Prepared(problems=problems, batches=tuple(sorted({b.batch for bs in plan.values() for b in bs})),
                             contexts=tuple(sorted({b.context for bs in plan.values() for b in bs})),
                             plan=list(plan.items()), configs=(),
