@@ -28,8 +28,16 @@ _MINOR = re.compile(r"^\s*(\d+)\.(\d+)")
 
 
 def running_triton() -> Optional[str]:
-    """The Triton this process runs (its __version__), None when triton is not installed."""
+    """The Triton this process runs (its __version__), None when triton is not installed. Imported
+    here if it is not yet: the installed distribution's metadata can name another Triton than the
+    package that imports (a Triton put first on PYTHONPATH, as the H200 runs 3.8 and 3.9; a torch
+    nightly's pytorch-triton), and the table picked before the first kernel is cached."""
     module = sys.modules.get("triton")
+    if module is None:
+        try:
+            import triton as module
+        except ImportError:
+            module = None
     version = getattr(module, "__version__", None)
     if isinstance(version, str):
         return version

@@ -134,3 +134,22 @@ def test_problem_missing_from_the_running_tritons_table_comes_from_the_nearest(t
     assert len(records) == 1 and "Triton 3.8.0" in records[0] and "triton-3.8" in records[0], records
     assert _versions.table_dirs_in_order(tables / SLUG, "3.9.0") == [
         tables / SLUG / "triton-3.9", tables / SLUG / "triton-3.8", tables / SLUG]
+
+
+def test_running_triton_is_the_package_that_imports_not_the_distribution(tmp_path):
+    """Before anything imports triton, the version is the importable package's, not the installed
+    distribution's metadata: a Triton put first on PYTHONPATH (no dist-info beside it) was taken
+    for the host's, and the H200's 3.9 process picked the 3.6 table (2026-12-03)."""
+    import os
+    import subprocess
+    import sys
+
+    fake = tmp_path / "triton"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('__version__ = "9.7.0"\n')
+    code = ("import sys; from indexer_logits import _versions; assert 'triton' not in sys.modules; "
+            "print(_versions.running_triton())")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parents[1])]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "9.7.0"
