@@ -213,3 +213,29 @@ def test_report_and_bench_name_the_triton_the_served_table_was_tuned_under(tmp_p
     assert "`a` ran under Triton 3.8.0, serving the tuned table tuned under Triton 3.6.0 (another minor)" in line
     assert "`b` ran under Triton 3.6.0, serving the tuned table tuned under Triton 3.6.0;" in line
     assert "`c` ran under Triton 3.6.0 (the served table's Triton was not recorded then)" in line
+
+
+def test_rows_name_the_table_their_problem_was_served_from(monkeypatch, tmp_path):
+    """With tables of several Tritons side by side a problem can come from another than the one
+    the GPU serves first (under 3.9 the H200's decode from triton-3.8/): a row records its own."""
+    import json
+
+    from indexer_logits import _dispatch
+    from indexer_logits._identity import Bucket, Problem
+    from tuner import bench
+
+    table = tmp_path / "nvidia_h200" / "triton-3.8" / "dispatch.json"
+    table.parent.mkdir(parents=True)
+    table.write_text(json.dumps({"provenance": {"triton_version": "3.8.0"}}))
+    asked = []
+
+    def select(device, problem, bucket):
+        asked.append((str(device), problem["family"], bucket))
+        return _dispatch.Selection("exact", problem, bucket, "v", str(table))
+
+    monkeypatch.setattr(_dispatch, "select", select)
+    problem = Problem(family="decode_paged", page_size=64, scale_layout="page_blocked", q_dtype="fp8", cache_dtype="fp8")
+    assert bench.served_by(problem, Bucket(64, 8192), "cpu") == ("tuned", "3.8.0")
+    assert asked == [("cpu", "decode_paged", (64, 8192))]
+    monkeypatch.setattr(_dispatch, "select", lambda d, p, b: _dispatch.Selection("reference", p, b))
+    assert bench.served_by(problem, Bucket(64, 8192), "cpu") == ("reference", None)

@@ -40,7 +40,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 import indexer_logits as rt
-from indexer_logits import _tables, _versions
+from indexer_logits import _dispatch, _tables, _versions
 
 from . import baselines
 from .gates import launch, new_output, reference
@@ -223,6 +223,18 @@ def served_table(gpu_name: str, compute_capability: str, root: str) -> tuple[str
     return kind, _versions.tuned_under(path)
 
 
+_RUNG_KIND = {"exact": "tuned", "nearest": "tuned", "predicted": "predicted", "default": "defaults"}
+
+
+def served_by(problem: Problem, bucket: Bucket, device: str) -> tuple[str, Optional[str]]:
+    """(kind, Triton it was tuned under) of the table the runtime serves this problem and bucket
+    from: with tables of several Tritons side by side, a problem the running Triton's table lacks
+    comes from another (under 3.9 the H200's decode from triton-3.8/), which the GPU-wide
+    served_table() cannot say."""
+    sel = _dispatch.select(torch.device(device), problem.to_dict(), (bucket.batch, bucket.context))
+    return _RUNG_KIND.get(sel.rung, sel.rung), _versions.tuned_under(Path(sel.table)) if sel.table else None
+
+
 def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Sequence[Config], timer: str,
                  device: str, copy_bw: Optional[float], matmul_rate: Optional[float], env, run_id: str,
                  created_at: str, replays: int = 30, dot_dtype: str = "native",
@@ -262,7 +274,7 @@ def bench_bucket(problem: Problem, bucket: Bucket, lens: str, *, candidates: Seq
     if "reference" in methods:
         results["reference"] = ("torch", _time_eager(lambda: reference(sets[0]), reps=3))
     shipped, theirs = results.get("shipped"), results.get("deepgemm")
-    served = served_table(env.gpu_name, env.compute_capability, str(_tables.table_root()))
+    served = served_by(problem, bucket, device)
     rows = []
     for method, (variant, t) in results.items():
         rows.append(BenchRow(
