@@ -262,15 +262,12 @@ def _tuned(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict: b
            interp: bool) -> Optional[Selection]:
     """The entry of the first of the slug's tables (the running Triton's, then the nearest) that has
     this problem: a table re-timed for some families under this Triton leaves the rest to the next."""
-    first = _table(root, dev.slug, dev, strict)
     slug_dir = root / dev.slug
-    for tdir in _versions.table_dirs_in_order(slug_dir, _versions.running_triton()) or [slug_dir]:
-        table = first if tdir == _table_dir(root, dev.slug, dev) else _table_at(tdir, slug_dir, dev, strict, log=False)
-        if table is None or not any(e["problem_key"] == pkey for e in table["entries"]):
-            continue
-        if table is not first:
+    for tdir in _versions.table_dirs_in_order(slug_dir, _versions.running_triton()):
+        table = _table_at(tdir, slug_dir, dev, strict, log=False)
+        if table is not None and any(e["problem_key"] == pkey for e in table["entries"]):
             _table_at(tdir, slug_dir, dev, strict)  # serving from it: say which Triton it was tuned under
-        return _from_entries(table, tdir, pkey, problem, bucket, strict, interp, None)
+            return _from_entries(table, tdir, pkey, problem, bucket, strict, interp, None)
     return None
 
 

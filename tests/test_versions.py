@@ -13,14 +13,15 @@ from indexer_logits import _dispatch, _versions
 SLUG = "fake_gpu"
 
 
-def _write_table(d: Path, triton_version, tag: str) -> Path:
+def _write_table(d: Path, triton_version, tag: str, entries: list = (), modules: dict | None = None) -> dict:
     d.mkdir(parents=True, exist_ok=True)
     prov = {"gpu_slug": SLUG, "gpu_name": "Fake GPU", "kind": "tuned", "notes": [tag]}
     if triton_version is not None:
         prov["triton_version"] = triton_version
-    table = {"format": _dispatch.FORMAT, "provenance": prov, "modules": {}, "entries": [], "defaults": {}}
+    table = {"format": _dispatch.FORMAT, "provenance": prov, "modules": modules or {}, "entries": list(entries),
+             "defaults": {}}
     (d / "dispatch.json").write_text(json.dumps(table))
-    return d
+    return table
 
 
 @pytest.fixture
@@ -103,12 +104,7 @@ def _table_with(d: Path, triton_version: str, families: tuple[str, ...]) -> dict
     """A table in `d` holding the committed H200 3.8 table's first entry of each family named."""
     src = json.loads((Path(_dispatch.TABLES_DIR) / "nvidia_h200" / "triton-3.8" / "dispatch.json").read_text())
     entries = [next(e for e in src["entries"] if e["problem"]["family"] == f) for f in families]
-    d.mkdir(parents=True, exist_ok=True)
-    prov = {"gpu_slug": SLUG, "gpu_name": "Fake GPU", "kind": "tuned", "triton_version": triton_version}
-    table = {"format": _dispatch.FORMAT, "provenance": prov, "entries": entries, "defaults": {},
-             "modules": {e["variant"]: src["modules"][e["variant"]] for e in entries}}
-    (d / "dispatch.json").write_text(json.dumps(table))
-    return table
+    return _write_table(d, triton_version, d.name, entries, {e["variant"]: src["modules"][e["variant"]] for e in entries})
 
 
 def test_problem_missing_from_the_running_tritons_table_comes_from_the_nearest(tables, monkeypatch, caplog):
