@@ -18,8 +18,8 @@ cost per launch", "What bounds the small buckets"), cited where it is used:
     64x8K time for 3% of its bytes);
   - the fixed cost: launch to launch plus the tail (1.0 + ~1.5 us on the H200 timeline).
 Fit: on the ok H200 trials of db/trials.sqlite (102 decode buckets with 5+ configs, the trials'
-own registers and shared memory), choosing by the model costs a geo-mean 1.031 of the best timed
-score per bucket (worst 1.21; `python -m bench.model_fit`); tuner/devices.py's H200 start and
+own registers and shared memory), choosing by the model costs a geo-mean 1.020 of the best timed
+score per bucket (worst 1.10; `python -m bench.model_fit`; 1.031 and 1.21 before model 8); tuner/devices.py's H200 start and
 latency are that fit's. Model 5 added two terms with no fitted constant (the dot's busiest SM, the
 run's epilogue at the copy rate): 1.030 -> 1.031 there, the fp8 blind tunes' stores
 (docs/perf_logs/blind_tune_h200/call3, call4) 1.054 -> 1.049 and 1.069 -> 1.064.
@@ -27,7 +27,9 @@ Model 6 added the key-tile load's prior for ragged prefill (k_load_cost, assumed
 prediction for every config with k_load 'threads'. Model 7 set both head-sum and key-load terms
 from the H200 A/B of 2026-12-03 under Triton 3.6, 3.8 and 3.9 (docs/PERF.md, "The `k_load` axis"):
 TMA with the chain costs 2-9%, TMA with the tree gains 2.5-3% under 3.8 (the fence), and the
-tree costs 1.10-1.19x under 3.8 on ragged prefill.
+tree costs 1.10-1.19x under 3.8 on ragged prefill. Model 8: a run's first tile is not overlapped
+(its read's whole latency, then its dot), which the chain term had given the pipeline's rate;
+and a program's q is in flight beside its first tiles, not streamed after them.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
 """
 
@@ -43,7 +45,7 @@ from .devices import Device
 from .families import family_of
 from .space import estimate_shared_bytes
 
-MODEL_VERSION = "7"
+MODEL_VERSION = "8"
 
 STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
@@ -228,7 +230,12 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
     # A program's own chain: its dependent start, then its tiles. With two or more tiles in flight
     # a tile's read overlaps the previous tile's dot (the next block-table entry is read one tile
     # ahead, so deeper pipelines hide at most half a round trip more); with one (num_stages <= 2)
-    # read and dot take turns (next_n = 2 at 1M: 2 stages ~1.8x the time of 3).
+    # read and dot take turns (next_n = 2 at 1M: 2 stages ~1.8x the time of 3). A run's first tile
+    # has nothing before it to overlap: its whole read, then its dot (model 8). So a one-tile run
+    # gains nothing from stages (bf16 next_n = 2 at 1x8K, tp1: 1 / 2 / 3 stages 6.37 / 6.79 / 6.87
+    # us, docs/perf_logs/blind_tune_h200/call5_untuned_long.sqlite), and two tiles pay more than one.
+    # Fit, no new constant: top-1 regret over the stored H200 trials 1.031 -> 1.027, the blind
+    # tunes' stores 1.049 -> 1.021 and 1.064 -> 1.025, the untuned problem's 1.030 -> 1.014.
     if depth >= 2:
         per_tile_us = max(device.latency_us / 2, dot_tile_us)
     else:
@@ -238,10 +245,15 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
     # programs' copies in flight cannot cover the latency (a last, partial wave; a small bucket),
     # or as fast as one program's chain of tiles allows.
     def wave(here: int) -> tuple[float, float]:  # (stream, chain) of a wave of `here` programs
-        in_flight = here * depth * bt * problem.token_bytes
+        # A program's q and weights load at its start, beside its first tiles: they are in flight
+        # with them, not after them (model 8; bf16 next_n = 2 reads 33 KB of q against a 16 KB tile,
+        # and model 7, streaming them at the tiles' rate, ranked one-tile runs' 2 stages last of
+        # their neighbours at 1x8K, timed within 1.07 of the best). Fit: 1.027 -> 1.020 (worst 1.21
+        # -> 1.10) over the stored trials, the blind tunes' 1.021 -> 1.018 and 1.025 -> 1.021.
+        in_flight = here * (depth * bt * problem.token_bytes + q_bytes)
         rate = min(device.copy_bandwidth * STREAM_EFFICIENCY, in_flight / (device.latency_us * 1e-6))
         stream = here * program_bytes / rate * 1e6 * (SPAN_PAGES_COST if bt > problem.page_size else 1.0)
-        return stream, run * per_tile_us + run_epilogue_us(here)
+        return stream, device.latency_us + dot_tile_us + (run - 1) * per_tile_us + run_epilogue_us(here)
 
     def run_epilogue_us(here: int) -> float:
         # store='run' writes a run's logits after its last tile, not between its cache reads: a
