@@ -7,7 +7,7 @@ tuned table (the H200), with that table and its trial store set aside.
       seeds it; the model's cross-compile cache, registers and shared memory only, is the
       committed db/xcompile_cache.jsonl), times its wall clock, then emits DIR/tables/<slug>/ from
       that store alone. Writes DIR/blind_tune.json.
-  python -m bench.blind_tune compare DIR [--total-s 300]
+  python -m bench.blind_tune compare DIR [--total-s 300] [--contexts 32768,131072,1048576]
       times the fresh tune's fp8 decode choices and the blind predicted table's against the shipped
       table's, alternating in one process (python -m bench.predicted with both candidates).
   python -m bench.blind_tune untuned --out DIR [--dtype bf16 --next-n 2 --batch 1,16,128 --context 8K,128K]
@@ -98,12 +98,12 @@ def phase_tune(out: Path) -> int:
     return code
 
 
-def phase_compare(out: Path, total_s: float, lens: str = "score") -> int:
+def phase_compare(out: Path, total_s: float, lens: str = "score", contexts: str = "") -> int:
     tuned = emitted_table(out / "tables")
     from bench import predicted
 
     return predicted.main(["--predicted", f"tuned={tuned}", "--predicted", f"predicted={BLIND_PREDICTED}",
-                           "--total-s", str(total_s), "--lens", lens])
+                           "--total-s", str(total_s), "--lens", lens, "--contexts", contexts])
 
 
 def phase_untuned(out: Path, dtype: str, next_n: str, batch: str, context: str, total_s: float) -> int:
@@ -169,6 +169,7 @@ def main(argv=None) -> int:
     c.add_argument("--total-s", type=float, default=300.0)
     c.add_argument("--lens", default="score", choices=["full", "quarter", "score"],
                    help="score: full and quarter-filled lengths summed, the objective both tables were tuned for")
+    c.add_argument("--contexts", default="", help="only these bucket contexts, a comma list (what a cut run skipped)")
     u = sub.add_parser("untuned", help="a problem nobody tuned: the fast tune against a 5x search")
     u.add_argument("--out", type=Path, required=True)
     u.add_argument("--dtype", default="bf16")
@@ -191,7 +192,7 @@ def main(argv=None) -> int:
     if args.phase == "tune":
         return phase_tune(args.out)
     if args.phase == "compare":
-        return phase_compare(args.out, args.total_s, args.lens)
+        return phase_compare(args.out, args.total_s, args.lens, args.contexts)
     return phase_untuned(args.out, args.dtype, args.next_n, args.batch, args.context, args.total_s)
 
 

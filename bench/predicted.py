@@ -58,16 +58,17 @@ def pairs(shipped: dict, predicted: dict, next_ns, dtype: str = "fp8") -> list:
     return [(p, b, a, cs[0]) for p, b, a, cs in bucket_rows(shipped, [predicted], next_ns, dtype) if cs[0] is not None]
 
 
-def bucket_rows(shipped: dict, candidates: list, next_ns, dtype: str = "fp8") -> list:
+def bucket_rows(shipped: dict, candidates: list, next_ns, dtype: str = "fp8", contexts=None) -> list:
     """(problem, bucket, shipped config, [each candidate table's config or None]) for the 1-D fp8
-    decode buckets the shipped table and at least one candidate have, smallest first."""
+    decode buckets the shipped table and at least one candidate have, smallest first; only those
+    contexts where `contexts` is given (to time what a run cut by --total-s skipped)."""
     keys = set()
     for table in candidates:
         keys |= {k for k in table if k in shipped}
     out = []
     for problem, bucket in keys:
         if (problem.family != "decode_paged" or problem.cache_dtype != dtype or problem.next_n not in next_ns
-                or problem.lens_mode != "1d"):
+                or problem.lens_mode != "1d" or (contexts and bucket[1] not in contexts)):
             continue
         out.append((problem, bucket, shipped[(problem, bucket)], [t.get((problem, bucket)) for t in candidates]))
     return sorted(out, key=lambda r: (r[1][1], r[1][0], r[0].next_n))
@@ -102,15 +103,22 @@ def report(rows, names=("predicted",)) -> str:
                 ratios[name].setdefault(problem.next_n, []).append(float(cell.split()[0]))
             line += f" {'-' if c is None else c.slug:28s} {cell:>16s}"
         lines.append(line)
-    for name in names:
+    for i, name in enumerate(names):
         for n, rs in sorted(ratios[name].items()):
             lines.append(f"next_n {n}: geo-mean {name} / shipped {geo_mean(rs):.3f} over {len(rs)} buckets "
                          f"({sum(r <= 1.02 for r in rs)} within 2% or faster), worst {max(rs):.3f}")
         everything = [r for rs in ratios[name].values() for r in rs]
-        absent = sum(1 for *_, cands, _ in rows for nm, c in zip(names, cands) if nm == name and c is None)
+        mine = [(a, cands[i], result) for *_, a, cands, result in rows]
+        absent = sum(1 for _, c, _ in mine if c is None)
+        # A run cut by --total-s counts its same-config buckets as 1.000 beside the timed ones: say
+        # how many of each, and how many were skipped, so a partial figure reads as one.
+        same = sum(1 for a, c, _ in mine if c is not None and c == a)
+        skipped = sum(1 for a, c, result in mine if c not in (None, a) and (not result or c not in result))
         worst = f", worst {max(everything):.3f}" if everything else ""
         lines.append(f"all: geo-mean {name} / shipped {geo_mean(everything):.3f} over {len(everything)} buckets"
-                     f"{worst}" + (f", {absent} buckets absent from it" if absent else ""))
+                     f"{worst}" + (f", {absent} buckets absent from it" if absent else "")
+                     + f" ({len(everything) - same} timed, {same} the shipped config"
+                     + (f"; {skipped} skipped" if skipped else "") + ")")
     return "\n".join(lines)
 
 
@@ -167,6 +175,8 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--total-s", type=float, default=210.0,
                     help="stop timing after this many seconds from the start (gates and compiles included)")
+    ap.add_argument("--contexts", default="",
+                    help="only these bucket contexts, a comma list (e.g. 32768,131072: what a cut run skipped)")
     ap.add_argument("--cpu-smoke", action="store_true", help="no GPU: tiny shapes under the Triton interpreter")
     ap.add_argument("--stored", nargs="?", const=ROOT / "db" / "trials.sqlite", type=Path, default=None,
                     metavar="DB", help="no GPU: compare with the scores a trial store holds (default db/trials.sqlite)")
@@ -182,11 +192,13 @@ def main(argv=None) -> int:
         next_ns = [int(v) for v in args.next_n.split(",") if v.strip()]
         shipped = table_configs(args.shipped)
         tables = [table_configs(path) for _, path in named]
-        todo = bucket_rows(shipped, tables, next_ns, args.dtype)
+        contexts = {int(v) for v in args.contexts.split(",") if v.strip()}
+        todo = bucket_rows(shipped, tables, next_ns, args.dtype, contexts)
     except (OSError, ValueError, KeyError) as exc:
-        ap.error(f"--predicted/--shipped/--next-n: {exc}")
+        ap.error(f"--predicted/--shipped/--next-n/--contexts: {exc}")
     if not todo:
-        ap.error(f"no {args.dtype} decode bucket is in both tables for these next_n")
+        ap.error(f"no {args.dtype} decode bucket is in both tables for these next_n"
+                 + (f" and contexts {sorted(contexts)}" if contexts else ""))
     if args.stored is not None:
         if not args.stored.is_file():
             ap.error(f"--stored: no trial store at {args.stored}")

@@ -98,3 +98,21 @@ def test_a_short_timed_run():
     proc = _run("--next-n", "1", "--rounds", "1", "--replays", "3", "--total-s", "20")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "next_n 1: geo-mean predicted / shipped" in proc.stdout
+
+
+def test_a_cut_run_says_what_it_timed_and_contexts_pick_the_rest():
+    """A run cut by --total-s counts same-config buckets as 1.000 beside the timed ones (issue 25's
+    call 9 read "0.986 over 60 buckets" where 34 were timed); the all-line says how many of each and
+    how many were skipped, and --contexts times only the buckets a cut run left."""
+    ship = dataclasses.replace(OTHER, num_stages=2)
+    rows = [(N1, (1, 4096), ship, [ship], None), (N1, (64, 8192), ship, [OTHER], {ship: 20.0, OTHER: 25.0}),
+            (N2, (8, 32768), ship, [OTHER], None)]
+    last = tool.report(rows).splitlines()[-1]
+    assert last.endswith("over 2 buckets, worst 1.250 (1 timed, 1 the shipped config; 1 skipped)")
+    shipped = {(N1, (1, 4096)): ship, (N1, (64, 32768)): ship, (N2, (8, 131072)): ship}
+    tuned = {k: OTHER for k in shipped}
+    assert [b for _, b, *_ in tool.bucket_rows(shipped, [tuned], [1, 2], contexts={32768, 131072})] == \
+        [(64, 32768), (8, 131072)]
+    assert len(tool.bucket_rows(shipped, [tuned], [1, 2])) == 3
+    with pytest.raises(SystemExit):
+        tool.main(["--contexts", "12345", "--stored"])
