@@ -52,10 +52,11 @@ def table_configs(path: Path) -> dict:
             Config.from_dict(table["modules"][e["variant"]]["config"]) for e in table["entries"]}
 
 
-def pairs(shipped: dict, predicted: dict, next_ns, dtype: str = "fp8") -> list:
+def pairs(shipped: dict, predicted: dict, next_ns, dtype: str = "fp8", contexts=None) -> list:
     """(problem, bucket, shipped config, predicted config) for the decode buckets both tables have,
     smallest first (context, batch, next_n): when --total-s runs out, the largest go untimed."""
-    return [(p, b, a, cs[0]) for p, b, a, cs in bucket_rows(shipped, [predicted], next_ns, dtype) if cs[0] is not None]
+    return [(p, b, a, cs[0]) for p, b, a, cs in bucket_rows(shipped, [predicted], next_ns, dtype, contexts)
+            if cs[0] is not None]
 
 
 def bucket_rows(shipped: dict, candidates: list, next_ns, dtype: str = "fp8", contexts=None) -> list:
@@ -202,7 +203,7 @@ def main(argv=None) -> int:
     if args.stored is not None:
         if not args.stored.is_file():
             ap.error(f"--stored: no trial store at {args.stored}")
-        print(stored_report(pairs(shipped, tables[0], next_ns, args.dtype), stored_scores(args.stored)))
+        print(stored_report(pairs(shipped, tables[0], next_ns, args.dtype, contexts), stored_scores(args.stored)))
         return 0
 
     import torch
