@@ -138,8 +138,7 @@ def test_a_runs_first_tile_is_not_overlapped():
     from a deeper pipeline in its chain, and a two-tile run costs more than one (bf16 next_n = 2,
     1x8K: tp1 at 1 / 3 stages timed 6.37 / 6.87 us, tp2 at 3 stages 7.65; docs/perf_logs/
     blind_tune_h200/call5_untuned_long.sqlite). Model 7 gave every tile of a pipelined run half a
-    round trip. (The stream's copies in flight still count the stages: limiting them by the run
-    fit the stored trials worse, 1.027 -> 1.049.)"""
+    round trip."""
     h200 = device("h200")
     s1 = model.decode_breakdown(h200, BF16_N2, _split(1, stages=1), model.Resources(86, 49152, "wgmma"), 1, 8192)
     s3 = model.decode_breakdown(h200, BF16_N2, _split(1, stages=3), model.Resources(64, 82432, "wgmma"), 1, 8192)

@@ -19,9 +19,9 @@ cost per launch", "What bounds the small buckets"), cited where it is used:
   - the fixed cost: launch to launch plus the tail (1.0 + ~1.5 us on the H200 timeline).
 Fit: on the ok H200 trials of db/trials.sqlite (102 decode buckets with 5+ configs, the trials'
 own registers and shared memory), choosing by the model costs a geo-mean 1.020 of the best timed
-score per bucket (worst 1.10; `python -m bench.model_fit`; 1.031 and 1.21 before model 8); tuner/devices.py's H200 start and
-latency are that fit's. Model 5 added two terms with no fitted constant (the dot's busiest SM, the
-run's epilogue at the copy rate): 1.030 -> 1.031 there, the fp8 blind tunes' stores
+score per bucket (worst 1.10; `python -m bench.model_fit`; 1.031 and 1.21 before model 8);
+tuner/devices.py's H200 start and latency are that fit's. Model 5 added two terms with no fitted
+constant (the dot's busiest SM, the run's epilogue at the copy rate): 1.030 -> 1.031 there, the fp8 blind tunes' stores
 (docs/perf_logs/blind_tune_h200/call3, call4) 1.054 -> 1.049 and 1.069 -> 1.064.
 Model 6 added the key-tile load's prior for ragged prefill (k_load_cost, assumed): the same
 prediction for every config with k_load 'threads'. Model 7 set both head-sum and key-load terms
@@ -250,6 +250,8 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
         # and model 7, streaming them at the tiles' rate, ranked one-tile runs' 2 stages last of
         # their neighbours at 1x8K, timed within 1.07 of the best). Fit: 1.027 -> 1.020 (worst 1.21
         # -> 1.10) over the stored trials, the blind tunes' 1.021 -> 1.018 and 1.025 -> 1.021.
+        # The tiles in flight could be limited to the run too (a one-tile run has one): with the q
+        # term that changes no pick in any stored H200 bucket; without it, it fit worse (1.049).
         in_flight = here * (depth * bt * problem.token_bytes + q_bytes)
         rate = min(device.copy_bandwidth * STREAM_EFFICIENCY, in_flight / (device.latency_us * 1e-6))
         stream = here * program_bytes / rate * 1e6 * (SPAN_PAGES_COST if bt > problem.page_size else 1.0)
