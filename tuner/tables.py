@@ -76,7 +76,8 @@ PTX_EQUIVALENT_TEMPLATES: dict[str, tuple[str, ...]] = {
     # a warp-aligned [16, BLOCK_T // 16, BLOCK_M] view (no CTA barrier in the layout change under
     # Triton 3.8+). 'tree' renders every committed prefill_paged module byte for byte as before,
     # the header's template hash aside (tests/test_head_sum.py); its PTX is unchanged. The '_hc'
-    # prefill_paged trials of db/triton-3.8 and db/triton-3.9 predate the store: re-time them.
+    # prefill_paged trials that predated the store were re-timed (db/triton-3.8) or dropped
+    # (db/triton-3.9; docs/PERF.md, "Chunked prefill (prefill_paged)").
     "cc038fdfc293e0d41842edeefc52474307272d94b32d41ef7ecc676e9b7593c6": (
         "33108b69ead548a4a34f365b187683705c912437ee554d25043a308e04078bf0",
         "829f023c308c034c874488545ad58fd8f013f972d60e1567ec39bbe3c8ebe408",
