@@ -71,15 +71,22 @@ def summarise(samples, t0: float, t1: float) -> str:
             f"({len(window)} samples)")
 
 
-def clocks(buckets, replays: int, copy: bool) -> int:
+def clocks(buckets, replays: int, copy: bool, next_n: int = 1, deepgemm: bool = False,
+           warmups_ms=CLOCK_WARMUPS_MS) -> int:
+    """With deepgemm, DeepGEMM's kernel on the same inputs is timed right after ours at each
+    warm-up (where it imports: tuner/baselines.py): whether a gap between the two is the clocks'."""
     import torch
 
     from indexer_logits._identity import Problem
+    from tuner import baselines
     from tuner.bench import api_launches
     from tuner.measure import timing_inputs
     from tuner.timing import kernel_copy_bandwidth, time_cuda_graph
 
-    problem = Problem()
+    problem = Problem(next_n=next_n)
+    dg = baselines.deepgemm("cuda") if deepgemm else None
+    if deepgemm and not dg:
+        print(f"DeepGEMM: not timed ({dg.reason})")
     log = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
     proc = sampler(log)
     phases = []
@@ -90,13 +97,18 @@ def clocks(buckets, replays: int, copy: bool) -> int:
             spec = f"{bucket.batch}x{bucket.context}:{lens}"
             sets = timing_inputs(problem, bucket, lens)
             fns = api_launches(problem, sets)
-            time_cuda_graph(fns, replays=3)  # compile and capture outside the phases
+            kernels = [(spec, fns)]
+            if dg:
+                kernels.append((f"{spec} DeepGEMM", baselines.launches(dg.module, problem, sets)))
+            for _, k in kernels:
+                time_cuda_graph(k, replays=3)  # compile and capture outside the phases
             torch.cuda.synchronize()
             time.sleep(1.0)
-            for warmup_ms in CLOCK_WARMUPS_MS:
-                t0 = time.time()
-                p50 = 1e3 * time_cuda_graph(fns, replays=replays, warmup_ms=warmup_ms).p50_ms
-                phases.append((spec, warmup_ms, p50, t0, time.time()))
+            for warmup_ms in warmups_ms:
+                for name, k in kernels:
+                    t0 = time.time()
+                    p50 = 1e3 * time_cuda_graph(k, replays=replays, warmup_ms=warmup_ms).p50_ms
+                    phases.append((name, warmup_ms, p50, t0, time.time()))
         if copy:
             nbytes = 4 << 30
             src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
@@ -121,12 +133,12 @@ def clocks(buckets, replays: int, copy: bool) -> int:
     samples = read_samples(log)
     print(f"{len(samples)} nvidia-smi samples; idle before the first timing: "
           f"{summarise(samples, samples[0][0] if samples else 0, phases[0][3] if phases else 0)}")
-    print(f"{'bucket':18s} {'warm-up':>9s} {'p50 us':>8s}  while timed")
+    print(f"next_n {next_n}\n{'bucket':27s} {'warm-up':>9s} {'p50 us':>8s}  while timed")
     for spec, warmup_ms, p50, t0, t1 in phases:
         if spec.startswith("copy"):
             print(f"{spec:28s} {p50:.3f} TB/s  {summarise(samples, t0, t1)}")
         else:
-            print(f"{spec:18s} {warmup_ms:7.0f}ms {p50:8.2f}  {summarise(samples, t0, t1)}")
+            print(f"{spec:27s} {warmup_ms:7.0f}ms {p50:8.2f}  {summarise(samples, t0, t1)}")
     return 0
 
 

@@ -21,7 +21,9 @@ docs/PERF.md, "The bench's clocks"). Each sub-command prints its figures; none w
                one process.) The table's module (runtime API) timed after warm-ups of increasing
                length, back to back, while nvidia-smi samples the SM and memory clocks, power,
                temperature and throttle reasons every 20 ms: per warm-up the p50 and the samples'
-               medians. --copy: then the copy bandwidth (the floor's divisor: an SM kernel copying
+               medians. --next-n 2: the draft-token kernels; --deepgemm: DeepGEMM's kernel on the
+               same inputs right after ours at each warm-up (is a gap between them the clocks'?
+               docs/PERF.md, "next_n 2 against DeepGEMM"); --warmups: the warm-ups. --copy: then the copy bandwidth (the floor's divisor: an SM kernel copying
                4 GiB, graph replay, no warm-up) after two idle seconds and right after 5 s of the
                last bucket's kernel.
   page-stride  does the timing inputs' page stride matter? They put a 64-byte gap between pages
@@ -36,7 +38,7 @@ docs/PERF.md, "The bench's clocks"). Each sub-command prints its figures; none w
 
 Usage (GPU host): python3 -m bench.checks warmup [--buckets 64x8192:full,...] [--rounds 3]
                   python3 -m bench.checks bench-paths [--buckets 1x1048576:full,...] [--rounds 3]
-                  python3 -m bench.checks clocks [--buckets 1x1048576:full,...] [--copy]
+                  python3 -m bench.checks clocks [--buckets 1x1048576:full,...] [--copy] [--next-n 2] [--deepgemm]
                   python3 -m bench.checks page-stride [--table SLUG] [--buckets ...] [--prefill-buckets ...]
                   python3 -m bench.checks matmul-rate [--rounds 6]
 """
@@ -51,7 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._clocks import clocks, smi_gpu
+from bench._clocks import CLOCK_WARMUPS_MS, clocks, smi_gpu
 from bench._common import no_cuda
 
 
@@ -238,6 +240,16 @@ def matmul_rate(replays: int, rounds: int) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+def _warmups(text: str) -> tuple:
+    try:
+        values = tuple(float(w) for w in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or any(w < 0 for w in values):
+        raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, comma-separated, got {text!r}")
+    return values
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench.checks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -259,6 +271,10 @@ def parser() -> argparse.ArgumentParser:
     p = add("clocks", "timings after longer and longer warm-ups, with nvidia-smi's clocks sampled meanwhile",
             "1x1048576:full,64x8192:full")
     p.add_argument("--copy", action="store_true", help="also the copy bandwidth, idle and right after 5 s of load")
+    p.add_argument("--next-n", type=int, default=1, choices=(1, 2, 3, 4))
+    p.add_argument("--deepgemm", action="store_true", help="DeepGEMM's kernel timed after ours at each warm-up")
+    p.add_argument("--warmups", type=_warmups, default=CLOCK_WARMUPS_MS,
+                   help=f"warm-ups in ms, comma-separated [default: {','.join(f'{w:g}' for w in CLOCK_WARMUPS_MS)}]")
     p = add("page-stride", "the table's kernels with and without the timing inputs' 64-byte page gap",
             "64x8192:full,64x8192:quarter,64x131072:full,64x1048576:full")
     p.add_argument("--prefill-buckets", default="4096x22528:full,4096x131072:full",
@@ -297,7 +313,7 @@ def main(argv=None) -> int:
     if args.check == "bench-paths":
         return bench_paths(buckets, args.replays, args.rounds)
     if args.check == "clocks":
-        return clocks(buckets, args.replays, args.copy)
+        return clocks(buckets, args.replays, args.copy, args.next_n, args.deepgemm, args.warmups)
     if args.check == "page-stride":
         if table_path is None:
             from indexer_logits._dispatch import TABLES_DIR

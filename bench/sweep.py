@@ -81,6 +81,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fallback", action="store_true",
                     help="also time the full-width torch fallback (fp8 decode, B x context <= 64 x 8K)")
     ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--warmup-ms", type=float, default=None,
+                    help="replays before each timing [default: the tuner's, tuner.timing.DEFAULT_WARMUP_MS]; "
+                         "the bench warms up 100 ms, and the power cap takes over within ~500 ms")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help=f"no GPU: H=16, D=32 under the Triton interpreter (default buckets {SMOKE_BUCKETS['decode_paged']})")
     args = ap.parse_args(argv)
@@ -167,7 +170,8 @@ def main(argv=None) -> int:
             best = None
             for c, m in modules.items():
                 t = time_candidate(m, sets, prefill, method="wall_clock" if smoke else "cuda_graph",
-                                   replays=args.replays)
+                                   replays=args.replays,
+                                   **({"warmup_ms": args.warmup_ms} if args.warmup_ms is not None else {}))
                 print(f"{problem.slug:22s} {spec:18s} {c.slug:24s} {t.p50_ms * 1e3:9.1f} us  {100 * fl / t.p50_ms:5.1f}% "
                       "of floor", flush=True)
                 if best is None or t.p50_ms < best[1]:

@@ -71,6 +71,8 @@ def test_page_stride_times_the_tables_entry():
     (["page-stride", "--table", "no_such_gpu"], "--table: no table at"),
     (["page-stride", "--prefill-buckets", "4096"], "--prefill-buckets"),
     (["matmul-rate", "--buckets", "1x8192"], "unrecognized arguments"),
+    (["clocks", "--warmups", "20,soon"], "--warmups: expected milliseconds >= 0"),
+    (["clocks", "--next-n", "5"], "--next-n: invalid choice"),
 ])
 def test_command_line_refusals(args, message):
     proc = _tool(*args)
@@ -89,6 +91,8 @@ def test_without_a_gpu(sub):
     (["warmup", "--buckets", "8x8192:full", "--rounds", "1", "--replays", "3"], "busy, 100 ms"),
     (["bench-paths", "--buckets", "8x8192:full", "--rounds", "1", "--replays", "3"], "api, 100 ms"),
     (["clocks", "--buckets", "8x8192:full", "--replays", "3"], "nvidia-smi samples"),
+    (["clocks", "--buckets", "8x8192:full", "--replays", "3", "--next-n", "2", "--deepgemm", "--warmups", "20"],
+     "next_n 2"),
     (["page-stride", "--table", str(H200), "--buckets", "64x8192:full", "--prefill-buckets", ""], "decode fp8 64x8192"),
     (["matmul-rate", "--rounds", "1", "--replays", "3"], "bf16: min"),
 ])

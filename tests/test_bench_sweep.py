@@ -70,7 +70,7 @@ def test_cpu_smoke_sweep():
     """Under the interpreter: two feasible configs and one the space refuses (3 warps); per bucket
     both timed and the best named, with the fallback beside it."""
     proc = _tool("--cpu-smoke", "--grid", "block_t=32,64 tiles_per_program=2 orient=k_rows", "--configs",
-                 '[{"block_t":64,"num_warps":3}]', "--fallback", "--replays", "3", "--buckets", "2x256:full,3x300:random")
+                 '[{"block_t":64,"num_warps":3}]', "--fallback", "--replays", "3", "--warmup-ms", "5", "--buckets", "2x256:full,3x300:random")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "REJECT bt64_tp4_w3_s2_fp16 n1:" in proc.stdout
     assert proc.stdout.count("gated bt") == 2
