@@ -98,12 +98,15 @@ def phase_tune(out: Path) -> int:
     return code
 
 
-def phase_compare(out: Path, total_s: float, lens: str = "score", contexts: str = "") -> int:
+def phase_compare(out: Path, total_s: float, lens: str = "score", contexts: str = "", adopt: bool = False) -> int:
+    """adopt: also write DIR/adopt_seed.json, the buckets where the fresh or the blind table read
+    faster than the shipped config, and print the tune commands that time them into db/ (bench.predicted --adopt)."""
     tuned = emitted_table(out / "tables")
     from bench import predicted
 
     return predicted.main(["--predicted", f"tuned={tuned}", "--predicted", f"predicted={BLIND_PREDICTED}",
-                           "--total-s", str(total_s), "--lens", lens, "--contexts", contexts])
+                           "--total-s", str(total_s), "--lens", lens, "--contexts", contexts]
+                          + (["--adopt", str(out / "adopt_seed.json")] if adopt else []))
 
 
 def phase_untuned(out: Path, dtype: str, next_n: str, batch: str, context: str, total_s: float) -> int:
@@ -170,6 +173,8 @@ def main(argv=None) -> int:
     c.add_argument("--lens", default="score", choices=["full", "quarter", "score"],
                    help="score: full and quarter-filled lengths summed, the objective both tables were tuned for")
     c.add_argument("--contexts", default="", help="only these bucket contexts, a comma list (what a cut run skipped)")
+    c.add_argument("--adopt", action="store_true",
+                   help="write DIR/adopt_seed.json (the buckets a candidate won) and print the tune commands that adopt them")
     u = sub.add_parser("untuned", help="a problem nobody tuned: the fast tune against a 5x search")
     u.add_argument("--out", type=Path, required=True)
     u.add_argument("--dtype", default="bf16")
@@ -192,7 +197,7 @@ def main(argv=None) -> int:
     if args.phase == "tune":
         return phase_tune(args.out)
     if args.phase == "compare":
-        return phase_compare(args.out, args.total_s, args.lens, args.contexts)
+        return phase_compare(args.out, args.total_s, args.lens, args.contexts, args.adopt)
     return phase_untuned(args.out, args.dtype, args.next_n, args.batch, args.context, args.total_s)
 
 

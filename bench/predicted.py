@@ -12,10 +12,13 @@ replay on the same inputs (4 block tables over a pool larger than the L2, as the
 prints each candidate's time / shipped (median of the rounds) per bucket and the geometric mean. A
 candidate that chose the shipped config scores 1 by construction; a bucket where every table chose
 the same config is not timed. Stops timing when --total-s is spent (the rest are listed as skipped).
+--adopt FILE then writes the buckets where a candidate read faster than the shipped config (under
+--adopt-below of its time) as a seed table, and prints the `cli.py tune --seeds-only --seed-table
+FILE` commands that time those configs into the trial store, whose emit keeps the faster: how the
+H200 table took 20 of a fresh tune's choices (docs/PERF.md, "The tuner's search").
 
 Usage (GPU host): python3 -m bench.predicted [--predicted [NAME=]PATH ...] [--next-n 1,2] [--lens full|quarter|score]
-                  [--rounds 3]
-                  [--total-s 210]
+                  [--rounds 3] [--total-s 210] [--adopt FILE [--adopt-below 0.985]]
 No GPU:           python3 -m bench.predicted --cpu-smoke  (H=16, D=32 under the interpreter, wall clock;
                   the pairing and the report, not the figures)
                   python3 -m bench.predicted --stored  (per bucket: the same config or not, and where the
@@ -155,6 +158,47 @@ def stored_report(todo, scores: dict) -> str:
     return "\n".join(lines)
 
 
+def adopt(rows, named: list, below: float, out: Path) -> list:
+    """The buckets where a candidate's config read faster than the shipped one in these rounds (its
+    time / the shipped config's < below), each with the fastest such candidate's entry, written as a
+    dispatch table that `cli.py tune --seeds-only --seed-table OUT` times into the trial store (emit
+    then keeps whichever the store has faster): what a fresh tune found, adopted without hand-made
+    filtering. Returns the tune commands, one per next_n."""
+    from indexer_logits._identity import Problem
+
+    picked = {}
+    for problem, bucket, a, cands, result in rows:
+        if not result or a not in result:
+            continue
+        best = min(((result[c] / result[a], i) for i, c in enumerate(cands) if c not in (None, a) and c in result),
+                   default=None)
+        if best and best[0] < below:
+            picked[(problem, bucket)] = best[1]
+    tables = [json.loads(Path(path).read_text()) for _, path in named]
+    entries, modules, written = [], {}, []
+    for i, table in enumerate(tables):
+        for e in table["entries"]:
+            key = (Problem.from_dict(e["problem"]), (e["bucket"]["batch"], e["bucket"]["context"]))
+            if picked.get(key) == i:
+                entries.append(e)
+                modules[e["variant"]] = table["modules"][e["variant"]]
+                written.append(key)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"format": tables[0].get("format") if tables else None, "entries": entries,
+                               "modules": modules, "defaults": {},
+                               "provenance": {"adopted_from": [str(p) for _, p in named], "below": below}},
+                              indent=1, sort_keys=True) + "\n")
+    commands = []
+    for n in sorted({p.next_n for p, _ in written}):
+        mine = [(p, b) for p, b in written if p.next_n == n]
+        dtype = mine[0][0].cache_dtype
+        batches = ",".join(str(b) for b in sorted({b[0] for _, b in mine}))
+        contexts = ",".join(str(c) for c in sorted({b[1] for _, b in mine}))
+        commands.append(f"python3 cli.py tune --dtype {dtype} --next-n {n} --batch {batches} --context {contexts} "
+                        f"--seeds-only --seed-table {out} --trials 1")
+    return commands
+
+
 def _name(path: Path) -> str:
     """A candidate table's column name: NAME=PATH's name, else its folder (tables/<slug>/<kind>/dispatch.json)."""
     parts = Path(path).parts
@@ -178,6 +222,11 @@ def main(argv=None) -> int:
                     help="stop timing after this many seconds from the start (gates and compiles included)")
     ap.add_argument("--contexts", default="",
                     help="only these bucket contexts, a comma list (e.g. 32768,131072: what a cut run skipped)")
+    ap.add_argument("--adopt", type=Path, default=None, metavar="FILE",
+                    help="write the buckets where a candidate read faster than the shipped config (see --adopt-below) "
+                         "as a seed table for `cli.py tune --seeds-only --seed-table FILE`, and print those commands")
+    ap.add_argument("--adopt-below", type=float, default=0.985, metavar="RATIO",
+                    help="candidate / shipped time under which --adopt takes a bucket [default: 0.985]")
     ap.add_argument("--cpu-smoke", action="store_true", help="no GPU: tiny shapes under the Triton interpreter")
     ap.add_argument("--stored", nargs="?", const=ROOT / "db" / "trials.sqlite", type=Path, default=None,
                     metavar="DB", help="no GPU: compare with the scores a trial store holds (default db/trials.sqlite)")
@@ -264,6 +313,12 @@ def main(argv=None) -> int:
         if not smoke:
             torch.cuda.empty_cache()
     print("\n" + report(rows, names))
+    if args.adopt is not None:
+        commands = adopt(rows, named, args.adopt_below, args.adopt)
+        print(f"\n{args.adopt}: {len(commands)} tune command(s) to time its buckets"
+              if commands else f"\n{args.adopt}: no bucket read faster than {args.adopt_below} of the shipped config")
+        for command in commands:
+            print(f"  {command}")
     return 1 if rejected else 0
 
 

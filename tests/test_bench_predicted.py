@@ -78,6 +78,42 @@ def test_the_committed_blind_table_covers_the_fp8_decode_buckets():
     assert len(todo) == 90  # 9 batches x 5 contexts x next_n 1, 2
 
 
+def test_adopt_writes_the_faster_candidates_as_a_seed_table(tmp_path):
+    """--adopt: per bucket the fastest candidate under the threshold (its own table's entry), none where
+    no candidate beats the shipped config by enough; the file is a seed table the tuner reads."""
+    from tuner import transfer
+
+    ship, slow = dataclasses.replace(OTHER, num_stages=2), dataclasses.replace(OTHER, num_warps=8)
+    fast2 = dataclasses.replace(OTHER, tiles_per_program=8)
+    tuned = _table(tmp_path / "tuned.json", [(N1, (1, 4096), OTHER), (N1, (64, 8192), OTHER), (N2, (8, 4096), slow)])
+    blind = _table(tmp_path / "blind.json", [(N1, (1, 4096), fast2), (N1, (64, 8192), slow), (N2, (8, 4096), ship)])
+    rows = [(N1, (1, 4096), ship, [OTHER, fast2], {ship: 10.0, OTHER: 9.5, fast2: 9.0}),   # blind's faster: taken
+            (N1, (64, 8192), ship, [OTHER, slow], {ship: 20.0, OTHER: 19.9, slow: 25.0}),  # 0.995: not below 0.985
+            (N2, (8, 4096), ship, [slow, ship], {ship: 10.0, slow: 9.0}),                  # tuned's: taken
+            (N2, (1, 4096), ship, [OTHER, None], None)]                                     # not timed
+    out = tmp_path / "adopt" / "seed.json"
+    commands = tool.adopt(rows, [("tuned", tuned), ("blind", blind)], 0.985, out)
+    table = json.loads(out.read_text())
+    got = {(e["problem"]["next_n"], e["bucket"]["batch"], e["bucket"]["context"]):
+           Config.from_dict(table["modules"][e["variant"]]["config"]) for e in table["entries"]}
+    assert got == {(1, 1, 4096): fast2, (2, 8, 4096): slow}
+    assert commands == [f"python3 cli.py tune --dtype fp8 --next-n 1 --batch 1 --context 4096 --seeds-only "
+                        f"--seed-table {out} --trials 1",
+                        f"python3 cli.py tune --dtype fp8 --next-n 2 --batch 8 --context 4096 --seeds-only "
+                        f"--seed-table {out} --trials 1"]
+    plan = [(N1, [tool_bucket(1, 4096), tool_bucket(64, 8192)]), (N2, [tool_bucket(8, 4096)])]
+    seeds = dict(transfer.table_seeds(str(out), plan, ("native",)))
+    assert seeds == {(N1.key, 1, 4096): fast2, (N2.key, 8, 4096): slow}
+    assert tool.adopt(rows, [("tuned", tuned), ("blind", blind)], 0.8, out) == []
+    assert json.loads(out.read_text())["entries"] == []
+
+
+def tool_bucket(batch, context):
+    from indexer_logits._identity import Bucket
+
+    return Bucket(batch, context)
+
+
 def test_cpu_smoke(tmp_path):
     blind = _table(tmp_path / "blind.json", [(N1, (64, 8192), OTHER), (N2, (64, 8192), OTHER)])
     proc = _run("--cpu-smoke", "--predicted", str(blind), "--rounds", "1", "--lens", "score")
