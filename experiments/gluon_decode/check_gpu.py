@@ -3,6 +3,7 @@
 Usage, from the repo root on the GPU host:
     python3 experiments/gluon_decode/check_gpu.py [--settings tp16_b3_c1_r64,...] [--buckets 64x8192:full,...]
                                                   [--replays 30] [--skip-timing]
+    python3 experiments/gluon_decode/check_gpu.py --next-n 2     # SETTINGS_N2 on next_n 2's buckets
 
 (a) Correctness, per setting, in a child process with a timeout (a deadlocked warp-specialised
     kernel then costs one setting, not the run): random lengths, explicit lengths (0, 1, 63, 64, 65,
@@ -17,7 +18,10 @@ Usage, from the repo root on the GPU host:
     (4 block tables over a >= 1 GiB pool, 8 launches a graph), against the shipped runtime
     (tuner.bench._api_call), as bench/ceilings.py does; each timed bucket is first checked
     against the reference on its first input set. % of floor = floor / time, floor from
-    tuner.roofline.floor_ms at the measured copy bandwidth.
+    tuner.roofline.floor_ms at the measured copy bandwidth. Where `import deep_gemm` works
+    (tuner/baselines.py; on the H200 `python3 -m bench.deepgemm build`), DeepGEMM's kernel is timed
+    on the same inputs too. --warmup-ms: replays before each timing (the bench's 100 ms by default:
+    next_n 2 slows by 16% within it under the power cap; docs/PERF.md, "Against DeepGEMM").
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ import torch  # noqa: E402
 
 TOL = 1e-3
 # name -> launch keyword arguments (tiles per program, ring slots, consumer warpgroups, maxnreg)
-from kernel import SETTINGS  # noqa: E402  (imports torch and triton only; compiles nothing)
+from kernel import SETTINGS, SETTINGS_N2  # noqa: E402  (imports torch and triton only; compiles nothing)
 BUCKETS = "64x8192:full,64x8192:quarter,16x32768:full,32x32768:full,4x32768:full"
+# next_n 2: where DeepGEMM leads most (0.83-0.92 of its speed) at 8,192 and 16,384 tiles, and one long bucket
+BUCKETS_N2 = "64x8192:full,8x8192:full,32x32768:full,128x8192:full,16x131072:full"
 CHILD_TIMEOUT_S = 300  # correctness of one setting, in a child process
 BUCKET_TIMEOUT_S = 300  # timing of one bucket (all settings), in this process
 DEVICE = "cuda"  # (a CPU self-test of this harness swaps it, with a torch stand-in for the kernel)
@@ -103,16 +109,17 @@ def _check_one(fn, x, what: str) -> str:
     return f"{desc}: rel err {err:.2e}, untouched past length, poison-invariant"
 
 
-def check_setting(name: str) -> bool:
+def check_setting(name: str, next_n: int = 1) -> bool:
     import triton  # noqa: F401
 
     from tuner.families import run_all_gates
     from tuner.inputs import make_decode_inputs
     from indexer_logits._identity import Problem
 
-    setting = SETTINGS[name] if name in SETTINGS else json.loads(name)
+    known = SETTINGS if next_n == 1 else SETTINGS_N2
+    setting = known[name] if name in known else json.loads(name)
     fn = _launch_fn(setting)
-    p = Problem()
+    p = Problem(next_n=next_n)
     cases = [
         ("random", dict(batch=4, width=4096, lens="random", seed=1)),
         ("explicit lens incl. 0", dict(batch=8, width=8192, lens=[0, 1, 63, 64, 65, 4097, 8191, 8192], seed=2)),
@@ -145,11 +152,12 @@ def check_setting(name: str) -> bool:
     return ok
 
 
-def check_in_child(name: str) -> bool:
+def check_in_child(name: str, next_n: int = 1) -> bool:
     """Run check_setting(name) in a fresh process with a timeout (a hang must not stop the run)."""
     t0 = time.time()
     try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-check", name],
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-check", name,
+                               "--next-n", str(next_n)],
                               timeout=CHILD_TIMEOUT_S, capture_output=True, text=True, cwd=ROOT)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -168,7 +176,8 @@ def check_in_child(name: str) -> bool:
 # ------------------------------------------------------------------------------------------------
 # (b) timing
 
-def time_buckets(names, buckets, replays):
+def time_buckets(names, buckets, replays, next_n=1, warmup_ms=100.0):
+    from tuner import baselines
     from tuner.bench import _api_call
     from tuner.gates import new_output
     from tuner.measure import timing_inputs
@@ -177,7 +186,11 @@ def time_buckets(names, buckets, replays):
     from tuner.roofline import floor_ms
     from tuner.timing import measure_copy_bandwidth, time_cuda_graph
 
-    p = Problem()
+    p = Problem(next_n=next_n)
+    known = SETTINGS if next_n == 1 else SETTINGS_N2
+    dg = baselines.deepgemm("cuda")
+    log(f"DeepGEMM: {dg.version}" if dg else f"DeepGEMM: not timed ({dg.reason})")
+    timed = functools.partial(time_cuda_graph, replays=replays, warmup_ms=warmup_ms)
     copy_bw = measure_copy_bandwidth()
     log(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s")
     rows = []
@@ -193,9 +206,13 @@ def time_buckets(names, buckets, replays):
             row["floor_us"] = fl * 1e3
             call = _api_call(p)
             outs = [new_output(x, 0.0) for x in sets]
-            t = time_cuda_graph([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)], replays=replays)
+            t = timed([lambda x=x, o=o: call(x, o) for x, o in zip(sets, outs)])
             row["shipped_us"] = t.p50_ms * 1e3
             log(f"{spec:>18} floor {fl * 1e3:7.1f} us | shipped {t.p50_ms * 1e3:7.1f} us ({100 * fl / t.p50_ms:4.1f}%)")
+            if dg:
+                t = timed(baselines.launches(dg.module, p, sets))
+                row["deepgemm_us"] = t.p50_ms * 1e3
+                log(f"{'':>18} DeepGEMM {t.p50_ms * 1e3:7.1f} us ({100 * fl / t.p50_ms:4.1f}%)")
         except Exception as exc:  # noqa: BLE001
             log(f"{spec}: inputs or shipped timing failed: {type(exc).__name__}: {exc}")
             traceback.print_exc()
@@ -205,7 +222,7 @@ def time_buckets(names, buckets, replays):
         ref = paged_mqa_logits_ref(*x0.args())
         valid = x0.valid_mask()
         for name in names:
-            fn = _launch_fn(SETTINGS[name])
+            fn = _launch_fn(known[name])
             try:
                 out = _run(fn, x0)
                 err = relative_error(out, ref, valid)
@@ -214,7 +231,7 @@ def time_buckets(names, buckets, replays):
                 outs = [new_output(x, 0.0) for x in sets]
                 fns = [lambda x=x, o=o: fn(x.q, x.kv_cache, x.weights, x.context_lens, x.block_table, o,
                                            x.max_context_len, False) for x, o in zip(sets, outs)]
-                t = time_cuda_graph(fns, replays=replays)
+                t = timed(fns)
                 row["gluon"][name] = t.p50_ms * 1e3
                 log(f"{'':>18} gluon {name:16s} {t.p50_ms * 1e3:7.1f} us ({100 * fl / t.p50_ms:4.1f}%), "
                     f"x{row['shipped_us'] / (t.p50_ms * 1e3):.2f} vs shipped")
@@ -230,7 +247,7 @@ def time_buckets(names, buckets, replays):
 
 def print_table(rows, names):
     log("\ntimes in us (p50) and % of floor")
-    log(f"{'bucket':>22} {'floor':>7}  {'shipped':>15}  " + "  ".join(f"{n:>18}" for n in names))
+    log(f"{'bucket':>22} {'floor':>7}  {'shipped':>15}  {'DeepGEMM':>15}  " + "  ".join(f"{n:>18}" for n in names))
     for r in rows:
         fl = r.get("floor_us")
         if fl is None:
@@ -240,20 +257,27 @@ def print_table(rows, names):
         def cell(v):
             return "-" if v is None else f"{v:7.1f} {100 * fl / v:5.1f}%"
 
-        log(f"{r['bucket']:>22} {fl:7.1f}  {cell(r.get('shipped_us')):>15}  "
+        log(f"{r['bucket']:>22} {fl:7.1f}  {cell(r.get('shipped_us')):>15}  {cell(r.get('deepgemm_us')):>15}  "
             + "  ".join(f"{cell(r['gluon'].get(n)):>18}" for n in names))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated names from SETTINGS")
-    ap.add_argument("--buckets", default=BUCKETS, help="BxCONTEXT:full|quarter, comma-separated")
+    ap.add_argument("--next-n", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--settings", default=None, help="comma-separated names from SETTINGS (next_n 2: SETTINGS_N2) "
+                                                     "[default: all of them]")
+    ap.add_argument("--buckets", default=None, help="BxCONTEXT:full|quarter, comma-separated [default: BUCKETS, "
+                                                    "next_n 2: BUCKETS_N2]")
     ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--warmup-ms", type=float, default=100.0, help="replays before each timing (the bench's 100 ms)")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--child-check", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_check:
-        return 0 if check_setting(args.child_check) else 1
+        return 0 if check_setting(args.child_check, args.next_n) else 1
+    known = SETTINGS if args.next_n == 1 else SETTINGS_N2
+    args.settings = args.settings or ",".join(known)
+    args.buckets = args.buckets or (BUCKETS if args.next_n == 1 else BUCKETS_N2)
     if not torch.cuda.is_available():
         log("no CUDA device")
         return 2
@@ -261,9 +285,9 @@ def main() -> int:
 
     log(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     names = [n for n in args.settings.split(",") if n]
-    unknown = [n for n in names if n not in SETTINGS]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        ap.error(f"unknown settings {unknown}; known: {list(SETTINGS)}")
+        ap.error(f"unknown settings {unknown} for next_n {args.next_n}; known: {list(known)}")
     from tuner.buckets import parse_bucket_specs
 
     try:
@@ -271,13 +295,13 @@ def main() -> int:
     except ValueError as exc:
         ap.error(str(exc))
     log("== (a) correctness")
-    passed = [n for n in names if check_in_child(n)]
+    passed = [n for n in names if check_in_child(n, args.next_n)]
     failed = [n for n in names if n not in passed]
     log(f"correctness: passed {passed}; failed {failed}")
     if args.skip_timing or not passed:
         return 0 if passed else 1
     log("== (b) timing (CUDA-graph replay, p50)")
-    rows = time_buckets(passed, buckets, args.replays)
+    rows = time_buckets(passed, buckets, args.replays, args.next_n, args.warmup_ms)
     print_table(rows, passed)
     if failed:
         log(f"(not timed, failed correctness: {failed})")

@@ -1,9 +1,11 @@
 """Experimental Gluon (Triton 3.6) fp8 paged decode kernel with warp specialisation.
 
-Problem: fp8 paged "indexer logits" decode, next_n = 1, H = 64, D = 128, PAGE = 64, page-blocked
-cache (each page: 64 x 128 fp8 values, then 64 fp32 scales; page stride from kv_cache.stride(0)).
-    out[b, t] = scale[t] * sum_h relu(q[b, 0, h, :] . k[t, :]) * w[b, h]      for t < len[b]
-Positions >= len[b] are left untouched (clean_logits=False only).
+Problem: fp8 paged "indexer logits" decode, next_n = 1 or 2 (1-D lengths), H = 64, D = 128,
+PAGE = 64, page-blocked cache (each page: 64 x 128 fp8 values, then 64 fp32 scales; page stride
+from kv_cache.stride(0)).
+    out[b * n + r, t] = scale[t] * sum_h relu(q[b, r, h, :] . k[t, :]) * w[b * n + r, h]
+                                                               for t < len[b] - n + 1 + r
+Positions past each row's limit are left untouched (clean_logits=False only).
 
 Design (docs/PERF.md, "v7 against the ceilings" / "Next ideas"):
 - Split grid (B, cdiv(max_context_len, TILES * PAGE)), as decode v7: program (b, p) takes a run of
@@ -79,6 +81,14 @@ MAXNREG = {1: 64, 2: 80}  # 1 consumer: 16K registers a CTA (4 CTAs/SM); 2 consu
 # (ptxas needs >= 58 registers a thread for the m64n64k32 wgmma's 32 accumulators plus addresses:
 # maxnreg 48 or 56 fails to compile.)
 
+# next_n 2: the accumulator is [64, 128] (64 registers a thread) and w [128] (32), against 32 and
+# 16 at next_n 1; DeepGEMM's next_n 2 kernel runs its four math warp groups at 104 registers.
+# The consumers use 109-114 registers (SASS) and ptxas needs a kernel limit of at least 90 (80
+# fails: "Insufficient registers"). 1 consumer at 96: producer 40, consumer 152, 24K registers a
+# CTA (2 CTAs/SM); 2 consumers at 96: producer 40, consumers 128 and 120, 36K (1 CTA/SM). Either
+# way 2 consumer warp groups an SM, against the shipped kernel's 4 programs of one warp group.
+MAXNREG_N2 = {1: 96, 2: 96}
+
 # Named settings the check scripts compile and time: launch(..., **SETTINGS[name]).
 SETTINGS = {
     # 4 CTAs an SM (528 on 132 SMs): 16 tiles a program fill one wave at 8,192 tiles (64x8K,
@@ -89,6 +99,14 @@ SETTINGS = {
     "tp32_b4_c1_r64": dict(tiles_per_program=32, num_buf=4, num_consumers=1, maxnreg=64),
     "tp4_b3_c1_r64": dict(tiles_per_program=4, num_buf=3, num_consumers=1, maxnreg=64),
     "tp16_b4_c2_r80": dict(tiles_per_program=16, num_buf=4, num_consumers=2, maxnreg=80),
+}
+# next_n 2 (issue 27: DeepGEMM leads by 5-17% there; docs/PERF.md, "Against DeepGEMM"): the shipped
+# table runs tp16 at 8,192 tiles and tp32 at 16,384, 4 warps, 3 stages, 112 registers, 4 CTAs/SM.
+SETTINGS_N2 = {
+    "n2_tp16_b3_c1_r96": dict(tiles_per_program=16, num_buf=3, num_consumers=1, maxnreg=96),
+    "n2_tp32_b3_c1_r96": dict(tiles_per_program=32, num_buf=3, num_consumers=1, maxnreg=96),
+    "n2_tp32_b4_c2_r96": dict(tiles_per_program=32, num_buf=4, num_consumers=2, maxnreg=96),
+    "n2_tp16_b4_c2_r96": dict(tiles_per_program=16, num_buf=4, num_consumers=2, maxnreg=96),
 }
 
 @gluon.jit
@@ -105,21 +123,25 @@ def _slot(i, NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 @gluon.jit
 def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
               k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
-              NUM_BUF: gl.constexpr, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr):
-    # wgmma accumulator of one warpgroup: [64 tokens, 64 heads] fp32; m64n64k32 instructions.
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 32])
+              NUM_BUF: gl.constexpr, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr,
+              NEXT_N: gl.constexpr):
+    # wgmma accumulator of one warpgroup: [64 tokens, NEXT_N * 64 query rows] fp32 (m64n64k32 or
+    # m64n128k32 instructions); row r * 64 + h is draft token r's head h.
+    NH: gl.constexpr = NEXT_N * HEADS
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, NH, 32])
     row_l: gl.constexpr = gl.SliceLayout(1, acc_l)  # per token (each value held by one thread quad)
-    col_l: gl.constexpr = gl.SliceLayout(0, acc_l)  # per head
+    col_l: gl.constexpr = gl.SliceLayout(0, acc_l)  # per query row
     scale_sl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     if n_tiles > CONSUMER:
-        heads = gl.arange(0, HEADS, layout=col_l)
-        w = gl.load(w_ptr + b.to(gl.int64) * w_stride + heads)
+        cols = gl.arange(0, NH, layout=col_l)
+        w = gl.load(w_ptr + (b * NEXT_N + cols // HEADS).to(gl.int64) * w_stride + cols % HEADS)
         offs_t = gl.arange(0, PAGE, layout=row_l)
-        limit = gl.minimum(top, max_context_len)
-        out_row = out_ptr + b.to(gl.int64) * out_stride
-        zero = gl.zeros([PAGE, HEADS], gl.float32, acc_l)
+        # draft token r of request b sees keys t < len - NEXT_N + 1 + r (1-D lengths, as the spec)
+        limit = gl.minimum(top - NEXT_N + 1, max_context_len)
+        out_row = out_ptr + (b * NEXT_N).to(gl.int64) * out_stride
+        zero = gl.zeros([PAGE, NH], gl.float32, acc_l)
         mbarrier.wait(q_bar, 0)
-        q_t = q_smem.reshape([HEADS, HEAD_DIM]).permute([1, 0])  # Q^T [128, 64], K-major
+        q_t = q_smem.reshape([NH, HEAD_DIM]).permute([1, 0])  # Q^T [128, NH], K-major
         kept = gl.zeros([PAGE], gl.float32, row_l)  # DIAG_NO_STORE: what the skipped stores held
         for i in range(CONSUMER, n_tiles, NUM_CONSUMERS):
             s, phase = _slot(i, NUM_BUF, NUM_CONSUMERS)
@@ -140,21 +162,32 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
                 # registers) before one thread releases it to the producer.
                 gl.thread_barrier()
                 mbarrier.arrive(empty.index(s))
-                logits = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * sc
                 t = (first_tile + i) * PAGE + offs_t
-                if DIAG == DIAG_NO_STORE:
-                    kept += gl.where(t < limit, logits, 0.0)
-                elif DIAG == DIAG_TMA_STORE:
-                    j = (i // NUM_CONSUMERS) % 2
-                    tma.store_wait(1)  # the bulk store that last read this buffer (two tiles ago) is done
-                    o_smem.index(j)._reinterpret(gl.float32, [PAGE], scale_sl).store(logits)
-                    fence_async_shared()
-                    gl.thread_barrier()
-                    tma.async_copy_shared_to_global(out_desc, [b, (first_tile + i) * PAGE], o_smem.index(j))
-                elif DIAG == DIAG_STORE_EVICT_LAST:
-                    gl.store(out_row + t, logits, mask=t < limit, eviction_policy="evict_last")
+                if NEXT_N == 2:
+                    # The two draft tokens' heads: column bit 6 is held inside a thread (wgmma's
+                    # accumulator gives a thread column bit 0 and bits 3 up), so the reshape and the
+                    # split relabel registers; each half is then summed as next_n 1's tile.
+                    x = gl.maximum(acc, 0.0) * w[None, :]
+                    x0, x1 = gl.split(x.reshape([PAGE, NEXT_N, HEADS]).permute([0, 2, 1]))
+                    l0 = gl.convert_layout(gl.sum(x0, axis=1), row_l) * sc
+                    l1 = gl.convert_layout(gl.sum(x1, axis=1), row_l) * sc
+                    gl.store(out_row + t, l0, mask=t < limit)
+                    gl.store(out_row + out_stride + t, l1, mask=t < gl.minimum(limit + 1, max_context_len))
                 else:
-                    gl.store(out_row + t, logits, mask=t < limit)
+                    logits = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * sc
+                    if DIAG == DIAG_NO_STORE:
+                        kept += gl.where(t < limit, logits, 0.0)
+                    elif DIAG == DIAG_TMA_STORE:
+                        j = (i // NUM_CONSUMERS) % 2
+                        tma.store_wait(1)  # the bulk store that last read this buffer (two tiles ago) is done
+                        o_smem.index(j)._reinterpret(gl.float32, [PAGE], scale_sl).store(logits)
+                        fence_async_shared()
+                        gl.thread_barrier()
+                        tma.async_copy_shared_to_global(out_desc, [b, (first_tile + i) * PAGE], o_smem.index(j))
+                    elif DIAG == DIAG_STORE_EVICT_LAST:
+                        gl.store(out_row + t, logits, mask=t < limit, eviction_policy="evict_last")
+                    else:
+                        gl.store(out_row + t, logits, mask=t < limit)
         if DIAG == DIAG_TMA_STORE:
             tma.store_wait(0)
         if DIAG == DIAG_NO_STORE:
@@ -165,25 +198,26 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
 @gluon.jit
 def _consumer0(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
                k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr):
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
     _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 0, NUM_CONSUMERS, DIAG)
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 0, NUM_CONSUMERS, DIAG, NEXT_N)
 
 
 @gluon.jit
 def _consumer1(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
                k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr):
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
     _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 1, NUM_CONSUMERS, DIAG)
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 1, NUM_CONSUMERS, DIAG, NEXT_N)
 
 
 @gluon.jit
 def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
               k_bufs, s_bufs, q_smem, ready, empty, q_bar,
-              NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, TILES_P2: gl.constexpr, DIAG: gl.constexpr):
+              NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, TILES_P2: gl.constexpr, DIAG: gl.constexpr,
+              NEXT_N: gl.constexpr):
     if n_tiles > 0:
-        mbarrier.expect(q_bar, HEADS * HEAD_DIM)
+        mbarrier.expect(q_bar, NEXT_N * HEADS * HEAD_DIM)
         tma.async_copy_global_to_shared(q_desc, [b, 0, 0], q_bar, q_smem)
     # The run's block-table entries in one vector load (entries below the length only).
     bt_l: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
@@ -209,7 +243,8 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_pt
                       w_stride, bt_stride, out_stride, max_context_len,
                       TILES: gl.constexpr, TILES_P2: gl.constexpr, MIN_RUN: gl.constexpr,
                       NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-                      PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, DIAG: gl.constexpr):
+                      PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, DIAG: gl.constexpr,
+                      NEXT_N: gl.constexpr):
     # This program's run of the request's valid tiles (decode v7's split).
     b = gl.program_id(0)
     top = gl.maximum(gl.load(lens_ptr + b), 0)
@@ -222,7 +257,7 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_pt
 
     k_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, 1, PAGE, HEAD_DIM], kv_desc.layout)
     s_bufs = gl.allocate_shared_memory(gl.float32, [NUM_BUF, 1, PAGE], sc_desc.layout)
-    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [1, HEADS, HEAD_DIM], q_desc.layout)
+    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [1, NEXT_N * HEADS, HEAD_DIM], q_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -241,18 +276,21 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_pt
     if NUM_CONSUMERS == 1:
         gl.warp_specialize([
             (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG)),
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
+                          NEXT_N)),
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
-                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG)),
+                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG, NEXT_N)),
         ], [1], [PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG)),
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
+                          NEXT_N)),
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
-                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG)),
+                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG, NEXT_N)),
             (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG)),
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
+                          NEXT_N)),
         ], [1, 4], [PRODUCER_REGS, CONSUMER_REGS])
 
     for i in gl.static_range(NUM_BUF):
@@ -294,8 +332,8 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
     NotImplementedError for shapes or strides this experiment does not serve (TMA needs
     16-byte-aligned bases and strides)."""
     batch, n, h, d = q.shape
-    if (n, h, d) != (1, 64, 128) or q.dtype != torch.float8_e4m3fn:
-        raise NotImplementedError(f"gluon decode: only q [B, 1, 64, 128] fp8, got {list(q.shape)} {q.dtype}")
+    if n not in (1, 2) or (h, d) != (64, 128) or q.dtype != torch.float8_e4m3fn:
+        raise NotImplementedError(f"gluon decode: only q [B, 1 or 2, 64, 128] fp8, got {list(q.shape)} {q.dtype}")
     if kv_cache.dim() != 4 or tuple(kv_cache.shape[1:]) != (64, 1, 132) or kv_cache.dtype != torch.uint8:
         raise NotImplementedError(f"gluon decode: only a page-blocked fp8 cache [pages, 64, 1, 132] uint8, got "
                                   f"{list(kv_cache.shape)} {kv_cache.dtype}")
@@ -306,7 +344,7 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
     if num_consumers not in (1, 2) or num_buf < num_consumers or num_buf % num_consumers:
         raise ValueError(f"num_consumers {num_consumers}, num_buf {num_buf}: expected 1 or 2 consumers and a "
                          f"ring that splits evenly between them")
-    maxnreg = MAXNREG[num_consumers] if maxnreg is None else maxnreg
+    maxnreg = (MAXNREG if n == 1 else MAXNREG_N2)[num_consumers] if maxnreg is None else maxnreg
     producer_regs, second_regs, _ = register_split(num_consumers, maxnreg)
     num_pages = kv_cache.shape[0]
     if batch == 0 or max_context_len <= 0 or num_pages == 0:
@@ -315,9 +353,10 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
     if kv_cache.data_ptr() % 16 or page_stride % 16 or kv_cache.stride(1) != 132 or kv_cache.stride(3) != 1:
         raise NotImplementedError(f"gluon decode: TMA needs a 16-byte aligned cache base and page stride "
                                   f"(base % 16 = {kv_cache.data_ptr() % 16}, page stride {page_stride} bytes)")
-    if q.data_ptr() % 16 or q.stride(3) != 1 or (q.stride(0) % 16) or (q.stride(2) % 16):
-        raise NotImplementedError(f"gluon decode: TMA needs q 16-byte aligned with 16-byte strides, "
-                                  f"got strides {q.stride()}")
+    if (q.data_ptr() % 16 or q.stride(3) != 1 or (q.stride(0) % 16) or (q.stride(2) % 16)
+            or (n > 1 and q.stride(1) != 64 * q.stride(2))):
+        raise NotImplementedError(f"gluon decode: TMA needs q 16-byte aligned with 16-byte strides (a request's "
+                                  f"draft tokens' heads one run of rows), got strides {q.stride()}")
     if weights.stride(1) != 1 or block_table.stride(1) != 1 or out.stride(1) != 1:
         raise NotImplementedError("gluon decode: weights, block_table and out need contiguous rows")
     kv_l, sc_l, q_l = _layouts()
@@ -327,7 +366,10 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
     # Page p's scales: fp32 words [SCALE_COL, SCALE_COL + 64) of row p of a [pages, page_stride / 4] view.
     sc_desc = TensorDescriptor(kv_cache.view(torch.float32), [num_pages, page_stride // 4], [page_stride // 4, 1],
                                [1, 64], sc_l)
-    q_desc = TensorDescriptor(q, [batch, 64, 128], [q.stride(0), q.stride(2), 1], [1, 64, 128], q_l)
+    # A request's q as one [NEXT_N * 64, 128] block: draft token r's head h is row r * 64 + h.
+    q_desc = TensorDescriptor(q, [batch, n * 64, 128], [q.stride(0), q.stride(2), 1], [1, n * 64, 128], q_l)
+    if diag and n > 1:
+        raise NotImplementedError("gluon decode: the timing diagnostics are next_n 1 only")
     if diag == 4:
         if num_consumers != 1 or (out.stride(0) * 4) % 16 or out.data_ptr() % 16:
             raise NotImplementedError("diag 4 (bulk stores): one consumer and an output whose rows are "
@@ -340,7 +382,7 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
             weights.stride(0), block_table.stride(0), out.stride(0), max_context_len)
     constexprs = dict(TILES=tiles_per_program, TILES_P2=triton.next_power_of_2(tiles_per_program),
                       MIN_RUN=min(MIN_RUN, tiles_per_program), NUM_BUF=num_buf, NUM_CONSUMERS=num_consumers,
-                      PRODUCER_REGS=producer_regs, CONSUMER_REGS=second_regs, DIAG=int(diag))
+                      PRODUCER_REGS=producer_regs, CONSUMER_REGS=second_regs, DIAG=int(diag), NEXT_N=n)
     options = dict(num_warps=NUM_WARPS, maxnreg=maxnreg)
     return grid, args, constexprs, options
 

@@ -33,17 +33,17 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 import kernel as K  # noqa: E402
 
-def cpu_inputs(batch=4, context=4096, page_gap=64):
+def cpu_inputs(batch=4, context=4096, page_gap=64, next_n=1):
     """Small CPU tensors shaped like the real call (page stride with a gap, as tuner.inputs)."""
     pages = batch * context // 64 + 3
     stride = 64 * 132 + page_gap
     raw = torch.zeros(pages * stride, dtype=torch.uint8)
     kv = raw.as_strided((pages, 64, 1, 132), (stride, 132, 132, 1))
-    q = torch.zeros(batch, 1, 64, 128, dtype=torch.float8_e4m3fn)
-    w = torch.zeros(batch, 64, dtype=torch.float32)
+    q = torch.zeros(batch, next_n, 64, 128, dtype=torch.float8_e4m3fn)
+    w = torch.zeros(batch * next_n, 64, dtype=torch.float32)
     lens = torch.full((batch,), context, dtype=torch.int32)
     bt = torch.zeros(batch, context // 64, dtype=torch.int32)
-    out = torch.zeros(batch, context, dtype=torch.float32)
+    out = torch.zeros(batch * next_n, context, dtype=torch.float32)
     return q, kv, w, lens, bt, out, context
 
 
@@ -116,10 +116,11 @@ def main() -> int:
     args = ap.parse_args()
     print(f"triton {triton.__version__}, torch {torch.__version__}, target sm_90 (ptxas -arch=sm_90a)")
     failures = 0
-    for name, setting in K.SETTINGS.items():
+    for name, setting, next_n in ([(n, st, 1) for n, st in K.SETTINGS.items()]
+                                  + [(n, st, 2) for n, st in K.SETTINGS_N2.items()]):
         ncons = setting["num_consumers"]
         try:
-            _, kargs, kconst, opts = K.prepare(*cpu_inputs(), **setting)
+            _, kargs, kconst, opts = K.prepare(*cpu_inputs(next_n=next_n), **setting)
             split = K.register_split(ncons, opts["maxnreg"])
             src, sig = build_source(K._decode_ws_kernel, kargs, kconst)
             compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
