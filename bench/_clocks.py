@@ -99,7 +99,12 @@ def clocks(buckets, replays: int, copy: bool, next_n: int = 1, deepgemm: bool = 
             fns = api_launches(problem, sets)
             kernels = [(spec, fns)]
             if dg:
-                kernels.append((f"{spec} DeepGEMM", baselines.launches(dg.module, problem, sets)))
+                theirs = baselines.launches(dg.module, problem, sets)
+                # checked against ours before it is timed, as the bench does (DeepGEMM's bound)
+                diff = baselines.check(theirs[0](), fns[0](), sets[0].valid_mask())
+                if not diff < baselines.MAX_DIFF:
+                    raise SystemExit(f"{spec}: DeepGEMM's logits differ from ours (calc_diff {diff:.2e}); not timed")
+                kernels.append((f"{spec} DeepGEMM", theirs))
             for _, k in kernels:
                 time_cuda_graph(k, replays=3)  # compile and capture outside the phases
             torch.cuda.synchronize()
