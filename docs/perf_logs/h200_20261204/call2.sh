@@ -9,5 +9,5 @@ T=$(ls tests/test_*.py | grep -v -e test_bench_ -e test_peer_suites)
 timeout 300 python3 -m pytest -q -m gpu $T -p no:cacheprovider -rfEX --durations=8 > $OUT/gpu_tests.log 2>&1; echo "gpu tests rc=$?"
 timeout 200 python3 -m pytest -q -m gpu tests/test_peer_suites.py -p no:cacheprovider -rfEX --durations=5 > $OUT/peer_suites.log 2>&1; echo "peer rc=$?"
 wait $V; tail -n 4 $OUT/verify.log
-cp indexer_logits/tables/nvidia_h200/dispatch.json $OUT/dispatch.json
+cp indexer_logits/tables/nvidia_h200/dispatch.json $OUT/dispatch.json; git status --short > $OUT/status.txt
 tail -n 3 $OUT/gpu_tests.log $OUT/peer_suites.log
