@@ -77,7 +77,7 @@ PRODUCER_REGS = 40  # setmaxnreg of the 1-warp producer's warpgroup (Triton pads
 # The kernel's register limit (`maxnreg` compile option). Without it Triton gives a warp-specialised
 # kernel the whole register file (255 a thread: one CTA per SM); decode wants several programs per
 # SM. Per CTA: 4 warps a warpgroup x (1 + NUM_CONSUMERS) warpgroups x MAXNREG x 32 threads.
-MAXNREG = {1: 64, 2: 80}  # 1 consumer: 16K registers a CTA (4 CTAs/SM); 2 consumers: 30K (2 CTAs/SM)
+MAXNREG = {1: 64, 2: 80, 4: 96}  # 1 consumer: 16K registers a CTA (4 CTAs/SM); 2 consumers: 30K (2 CTAs/SM)
 # (ptxas needs >= 58 registers a thread for the m64n64k32 wgmma's 32 accumulators plus addresses:
 # maxnreg 48 or 56 fails to compile.)
 
@@ -87,7 +87,10 @@ MAXNREG = {1: 64, 2: 80}  # 1 consumer: 16K registers a CTA (4 CTAs/SM); 2 consu
 # fails: "Insufficient registers"). 1 consumer at 96: producer 40, consumer 152, 24K registers a
 # CTA (2 CTAs/SM); 2 consumers at 96: producer 40, consumers 128 and 120, 36K (1 CTA/SM). Either
 # way 2 consumer warp groups an SM, against the shipped kernel's 4 programs of one warp group.
-MAXNREG_N2 = {1: 96, 2: 96}
+MAXNREG_N2 = {1: 96, 2: 96, 4: 96}
+# 4 consumers (DeepGEMM's one CTA an SM, 5 warpgroups): 96 x 5 x 128 = 61,440 registers; the
+# producer gives up all but 24 so that each consumer gets 112 (the default partition 120).
+PRODUCER_REGS_BY_CONSUMERS = {1: PRODUCER_REGS, 2: PRODUCER_REGS, 4: 24}
 
 # Named settings the check scripts compile and time: launch(..., **SETTINGS[name]).
 SETTINGS = {
@@ -107,6 +110,13 @@ SETTINGS_N2 = {
     "n2_tp32_b3_c1_r96": dict(tiles_per_program=32, num_buf=3, num_consumers=1, maxnreg=96),
     "n2_tp32_b4_c2_r96": dict(tiles_per_program=32, num_buf=4, num_consumers=2, maxnreg=96),
     "n2_tp16_b4_c2_r96": dict(tiles_per_program=16, num_buf=4, num_consumers=2, maxnreg=96),
+    # DeepGEMM's structure (added 2026-12-04, after the settings above measured 1.05-1.36x slower
+    # than the shipped kernel): 4 consumers, 1 CTA an SM, so a program takes 4x the tiles of the
+    # shipped table's to fill the one wave (64 at 8,192 tiles, 128 at 16,384, 256 at 32,768); 2-3 slots a consumer.
+    "n2_tp64_b8_c4_r96": dict(tiles_per_program=64, num_buf=8, num_consumers=4, maxnreg=96),
+    "n2_tp128_b8_c4_r96": dict(tiles_per_program=128, num_buf=8, num_consumers=4, maxnreg=96),
+    "n2_tp128_b12_c4_r96": dict(tiles_per_program=128, num_buf=12, num_consumers=4, maxnreg=96),
+    "n2_tp256_b8_c4_r96": dict(tiles_per_program=256, num_buf=8, num_consumers=4, maxnreg=96),
 }
 
 @gluon.jit
@@ -212,6 +222,22 @@ def _consumer1(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fi
 
 
 @gluon.jit
+def _consumer2(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+               k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 2, NUM_CONSUMERS, DIAG, NEXT_N)
+
+
+@gluon.jit
+def _consumer3(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+               k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 3, NUM_CONSUMERS, DIAG, NEXT_N)
+
+
+@gluon.jit
 def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
               k_bufs, s_bufs, q_smem, ready, empty, q_bar,
               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, TILES_P2: gl.constexpr, DIAG: gl.constexpr,
@@ -281,7 +307,7 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_pt
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG, NEXT_N)),
         ], [1], [PRODUCER_REGS])
-    else:
+    elif NUM_CONSUMERS == 2:
         gl.warp_specialize([
             (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
@@ -292,6 +318,25 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_pt
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
                           NEXT_N)),
         ], [1, 4], [PRODUCER_REGS, CONSUMER_REGS])
+    else:
+        # DeepGEMM's shape: one CTA an SM, one TMA warp feeding four math warpgroups, tile i to
+        # consumer i % 4, each on its own quarter of the ring.
+        gl.warp_specialize([
+            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
+                          NEXT_N)),
+            (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
+                         k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG, NEXT_N)),
+            (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
+                          NEXT_N)),
+            (_consumer2, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
+                          NEXT_N)),
+            (_consumer3, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
+                          NEXT_N)),
+        ], [1, 4, 4, 4], [PRODUCER_REGS, CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])
 
     for i in gl.static_range(NUM_BUF):
         mbarrier.invalidate(ready.index(i))
@@ -308,20 +353,21 @@ def _layouts():
     return kv_l, sc_l, kv_l
 
 
-def register_split(num_consumers, maxnreg, producer_regs=PRODUCER_REGS):
-    """(producer, second consumer, default partition) registers a thread inside warp_specialize.
+def register_split(num_consumers, maxnreg, producer_regs=None):
+    """(producer, each worker consumer, default partition) registers a thread inside warp_specialize.
     The first two are the setmaxnreg requests we pass; Triton gives the default partition what is
     left of (warpgroups x maxnreg), and the sum must fit the CTA's allocation or a setmaxnreg.inc
     would wait for registers that never come. setmaxnreg takes multiples of 8 in [24, 256]."""
+    producer_regs = PRODUCER_REGS_BY_CONSUMERS[num_consumers] if producer_regs is None else producer_regs
     left = (1 + num_consumers) * maxnreg - producer_regs
-    second = (left // 2) // 8 * 8 if num_consumers == 2 else 0
-    default = left - second
+    second = (left // num_consumers) // 8 * 8 if num_consumers > 1 else 0
+    default = left - (num_consumers - 1) * second
     ok = maxnreg % 8 == 0 and producer_regs % 8 == 0 and 24 <= producer_regs and 24 <= default <= 256
-    if num_consumers == 2:
+    if num_consumers > 1:
         ok = ok and 24 <= second <= 256
     if not ok:
         raise ValueError(f"maxnreg {maxnreg}: no register split for {num_consumers} consumer(s) (producer "
-                         f"{producer_regs}, second consumer {second}, default partition {default})")
+                         f"{producer_regs}, other consumers {second}, default partition {default})")
     return producer_regs, max(second, 24), default
 
 
@@ -341,8 +387,8 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
         raise NotImplementedError("gluon decode: only 1-D context_lens")
     if not isinstance(tiles_per_program, int) or not 1 <= tiles_per_program <= 256:
         raise ValueError(f"tiles_per_program: expected an int in [1, 256], got {tiles_per_program!r}")
-    if num_consumers not in (1, 2) or num_buf < num_consumers or num_buf % num_consumers:
-        raise ValueError(f"num_consumers {num_consumers}, num_buf {num_buf}: expected 1 or 2 consumers and a "
+    if num_consumers not in (1, 2, 4) or num_buf < num_consumers or num_buf % num_consumers:
+        raise ValueError(f"num_consumers {num_consumers}, num_buf {num_buf}: expected 1, 2 or 4 consumers and a "
                          f"ring that splits evenly between them")
     maxnreg = (MAXNREG if n == 1 else MAXNREG_N2)[num_consumers] if maxnreg is None else maxnreg
     producer_regs, second_regs, _ = register_split(num_consumers, maxnreg)
