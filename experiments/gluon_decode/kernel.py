@@ -117,6 +117,11 @@ SETTINGS_N2 = {
     "n2_tp128_b8_c4_r96": dict(tiles_per_program=128, num_buf=8, num_consumers=4, maxnreg=96),
     "n2_tp128_b12_c4_r96": dict(tiles_per_program=128, num_buf=12, num_consumers=4, maxnreg=96),
     "n2_tp256_b8_c4_r96": dict(tiles_per_program=256, num_buf=8, num_consumers=4, maxnreg=96),
+    # (call 3 of 2026-12-04 measured the four above; these fill in each bucket's one-wave size and
+    # three slots a consumer)
+    "n2_tp8_b8_c4_r96": dict(tiles_per_program=8, num_buf=8, num_consumers=4, maxnreg=96),
+    "n2_tp64_b12_c4_r96": dict(tiles_per_program=64, num_buf=12, num_consumers=4, maxnreg=96),
+    "n2_tp256_b12_c4_r96": dict(tiles_per_program=256, num_buf=12, num_consumers=4, maxnreg=96),
 }
 
 @gluon.jit
