@@ -102,6 +102,12 @@ SETTINGS = {
     "tp32_b4_c1_r64": dict(tiles_per_program=32, num_buf=4, num_consumers=1, maxnreg=64),
     "tp4_b3_c1_r64": dict(tiles_per_program=4, num_buf=3, num_consumers=1, maxnreg=64),
     "tp16_b4_c2_r80": dict(tiles_per_program=16, num_buf=4, num_consumers=2, maxnreg=80),
+    # 4 consumers, 1 CTA an SM (added 2026-12-04 after next_n 2's 4-consumer kernel ran 4-8% ahead
+    # of the shipped one): producer 24, consumers 72 (58 used at next_n 1); programs sized so
+    # that one wave covers the bucket (16 at 2,048 tiles, 64 at 8,192, 128 at 16,384).
+    "tp16_b8_c4_r64": dict(tiles_per_program=16, num_buf=8, num_consumers=4, maxnreg=64),
+    "tp64_b8_c4_r64": dict(tiles_per_program=64, num_buf=8, num_consumers=4, maxnreg=64),
+    "tp128_b8_c4_r64": dict(tiles_per_program=128, num_buf=8, num_consumers=4, maxnreg=64),
 }
 # next_n 2 (issue 27: DeepGEMM leads by 5-17% there; docs/PERF.md, "Against DeepGEMM"): the shipped
 # table runs tp16 at 8,192 tiles and tp32 at 16,384, 4 warps, 3 stages, 112 registers, 4 CTAs/SM.
