@@ -9,11 +9,13 @@ Usage, from the repo root on the GPU host:
     kernel then costs one setting, not the run): random lengths, explicit lengths (0, 1, 63, 64, 65,
     non-multiples of 64, full width), a width that is not a multiple of 64, quarter-full tables,
     and each input again with the block table poisoned past every request's valid pages (huge and
-    negative ids). Checks: relative error ||out - ref|| / ||ref|| < 1e-3 in the valid region against
+    negative ids); with clean_logits=True too, and with 2-D lengths ([B, next_n]). Checks: relative
+    error ||out - ref|| / ||ref|| < 1e-3 in the valid region against
     tuner.reference.paged_mqa_logits_ref; every valid position written; positions past the length
-    left untouched (clean_logits=False); output bit-identical with the poisoned table; and the
-    project's own gates (tuner.families.run_all_gates: NaN-poisoned output, poison, CUDA-graph capture
-    replayed with other lengths and tables).
+    left untouched (clean_logits=False) or exactly -inf (True); output bit-identical with the
+    poisoned table; and the project's own gates (tuner.families.run_all_gates: NaN-poisoned output,
+    poison, CUDA-graph capture replayed with other lengths and tables), for both clean_logits
+    values and both length layouts.
 (b) Timing of the settings that passed, by CUDA-graph replay over tuner.measure.timing_inputs
     (4 block tables over a >= 1 GiB pool, 8 launches a graph), against the shipped runtime
     (tuner.bench._api_call), as bench/ceilings.py does; each timed bucket is first checked
@@ -53,7 +55,7 @@ BUCKETS = "64x8192:full,64x8192:quarter,16x32768:full,32x32768:full,4x32768:full
 BUCKETS_N2 = "64x8192:full,8x8192:full,32x32768:full,128x8192:full,16x131072:full"
 CHILD_TIMEOUT_S = 300  # correctness of one setting, in a child process
 BUCKET_TIMEOUT_S = 300  # timing of one bucket (all settings), in this process
-DEVICE = "cuda"  # (a CPU self-test of this harness swaps it, with a torch stand-in for the kernel)
+DEVICE = "cuda"  # (--cpu-self-test swaps it, with torch stand-ins for the kernel)
 
 
 def _sync() -> None:
@@ -74,19 +76,19 @@ def _launch_fn(setting: dict):
     return functools.partial(K.launch, **setting)
 
 
-def _run(fn, x, fill=float("nan")):
+def _run(fn, x, fill=float("nan"), clean=False):
     q, kv, w, lens, bt, width = x.args()
     out = torch.full((q.shape[0] * q.shape[1], width), fill, dtype=torch.float32, device=q.device)
-    fn(q, kv, w, lens, bt, out, width, False)
+    fn(q, kv, w, lens, bt, out, width, clean)
     _sync()
     return out
 
 
-def _check_one(fn, x, what: str) -> str:
+def _check_one(fn, x, what: str, clean: bool = False) -> str:
     from tuner.inputs import poison_block_table
     from tuner.reference import paged_mqa_logits_ref, relative_error
 
-    out = _run(fn, x)
+    out = _run(fn, x, clean=clean)
     ref = paged_mqa_logits_ref(*x.args())
     valid = x.valid_mask()
     problems = []
@@ -96,17 +98,23 @@ def _check_one(fn, x, what: str) -> str:
     err = relative_error(out, ref, valid) if bool(valid.any()) else 0.0
     if not err < TOL:
         problems.append(f"relative error {err:.3g} >= {TOL}")
-    n_touched = int((~torch.isnan(out[~valid])).sum())
-    if n_touched:
-        problems.append(f"{n_touched} positions past the length were written")
-    poisoned = _run(fn, poison_block_table(x))
+    if clean:
+        n_not_inf = int((out[~valid] != float("-inf")).sum())
+        if n_not_inf:
+            problems.append(f"{n_not_inf} positions past the length are not -inf (clean_logits=True)")
+    else:
+        n_touched = int((~torch.isnan(out[~valid])).sum())
+        if n_touched:
+            problems.append(f"{n_touched} positions past the length were written")
+    poisoned = _run(fn, poison_block_table(x), clean=clean)
     if not torch.equal(torch.nan_to_num(out, nan=1.0), torch.nan_to_num(poisoned, nan=1.0)):
         problems.append("output changed with the block table poisoned past the valid pages")
     lens = x.context_lens.tolist()
     desc = f"{what}: B={x.q.shape[0]} width={x.max_context_len} lens[:8]={lens[:8]}"
     if problems:
         raise AssertionError(f"{desc}: " + "; ".join(problems))
-    return f"{desc}: rel err {err:.2e}, untouched past length, poison-invariant"
+    past = "-inf past length" if clean else "untouched past length"
+    return f"{desc}: rel err {err:.2e}, {past}, poison-invariant"
 
 
 def check_setting(name: str, next_n: int = 1) -> bool:
@@ -120,6 +128,7 @@ def check_setting(name: str, next_n: int = 1) -> bool:
     setting = known[name] if name in known else json.loads(name)
     fn = _launch_fn(setting)
     p = Problem(next_n=next_n)
+    p2d = Problem(next_n=next_n, lens_mode="2d")
     cases = [
         ("random", dict(batch=4, width=4096, lens="random", seed=1)),
         ("explicit lens incl. 0", dict(batch=8, width=8192, lens=[0, 1, 63, 64, 65, 4097, 8191, 8192], seed=2)),
@@ -129,26 +138,37 @@ def check_setting(name: str, next_n: int = 1) -> bool:
         ("quarter", dict(batch=16, width=8192, lens="quarter", seed=6)),
         ("random, B=64", dict(batch=64, width=8192, lens="random", seed=7)),
         ("random, long", dict(batch=2, width=65536, lens="random", seed=8)),
+        # the launch contract's other forms (added 2026-12-04): -inf past each row's limit, and 2-D lengths
+        ("clean_logits, random", dict(batch=4, width=4096, lens="random", seed=11, clean=True)),
+        ("clean_logits, explicit lens incl. 0, width 3000",
+         dict(batch=8, width=3000, lens=[0, 1, 63, 64, 65, 2047, 2999, 3000], seed=12, clean=True)),
+        ("clean_logits, all zero", dict(batch=3, width=2048, lens=0, seed=13, clean=True)),
+        ("2-D lens, random", dict(batch=8, width=8192, lens="random", seed=14, two_d=True)),
+        ("2-D lens, clean_logits, width 3000", dict(batch=5, width=3000, lens="random", seed=15, two_d=True,
+                                                     clean=True)),
     ]
     ok = True
     for what, c in cases:
         try:
-            x = make_decode_inputs(p, c["batch"], c["width"], c["lens"], seed=c["seed"], device=DEVICE)
-            log(f"  [{name}] ok  {_check_one(fn, x, what)}")
+            x = make_decode_inputs(p2d if c.get("two_d") else p, c["batch"], c["width"], c["lens"], seed=c["seed"],
+                                   device=DEVICE)
+            log(f"  [{name}] ok  {_check_one(fn, x, what, clean=c.get('clean', False))}")
         except Exception as exc:  # noqa: BLE001 - report and go on
             ok = False
             log(f"  [{name}] FAIL {what}: {type(exc).__name__}: {str(exc)[:2000]}")
             if not isinstance(exc, AssertionError):
                 traceback.print_exc()
-    for seed, (batch, width) in enumerate([(4, 4096), (16, 8192)]):
+    gate_cases = [(p, 4, 4096, False), (p, 16, 8192, False), (p, 4, 4096, True), (p2d, 16, 8192, False),
+                  (p2d, 4, 4096, True)]
+    for seed, (prob, batch, width, clean) in enumerate(gate_cases):
+        form = f"B={batch} width={width} lens {prob.lens_mode} clean_logits={clean}"
         try:
-            x = make_decode_inputs(p, batch, width, "random", seed=100 + seed, device=DEVICE)
-            err = run_all_gates(types.SimpleNamespace(launch=fn), p, x, clean_logits=False, seed=seed)
-            log(f"  [{name}] ok  project gates (reference, poison, CUDA-graph replay) B={batch} width={width}: "
-                f"rel err {err:.2e}")
+            x = make_decode_inputs(prob, batch, width, "random", seed=100 + seed, device=DEVICE)
+            err = run_all_gates(types.SimpleNamespace(launch=fn), prob, x, clean_logits=clean, seed=seed)
+            log(f"  [{name}] ok  project gates (reference, poison, CUDA-graph replay) {form}: rel err {err:.2e}")
         except Exception as exc:  # noqa: BLE001
             ok = False
-            log(f"  [{name}] FAIL project gates B={batch} width={width}: {type(exc).__name__}: {str(exc)[:2000]}")
+            log(f"  [{name}] FAIL project gates {form}: {type(exc).__name__}: {str(exc)[:2000]}")
     return ok
 
 
@@ -266,6 +286,36 @@ def print_table(rows, names):
             + "  ".join(f"{cell(r['gluon'].get(n)):>18}" for n in names))
 
 
+def cpu_self_test() -> int:
+    """The correctness harness on CPU (no GPU, no kernel): the cases of check_setting against a torch
+    stand-in that keeps the launch contract (they must pass) and one that ignores clean_logits
+    (they must fail). The gates need CUDA graphs and are left out here. Exit 0 when both hold."""
+    global DEVICE, _launch_fn
+    import tuner.families
+    from indexer_logits._reference import paged_mqa_logits_ref
+
+    def standin(keep_contract):
+        def launch(q, kv, w, lens, bt, out, width, clean):
+            ref = paged_mqa_logits_ref(q, kv, w, lens, bt, width, True)
+            if clean and keep_contract:
+                out[:, :width] = ref
+            else:
+                valid = ~torch.isneginf(ref)
+                out[valid] = ref[valid]
+            return out
+        return launch
+
+    DEVICE = "cpu"
+    tuner.families.run_all_gates = lambda *a, **k: 0.0
+    results = {}
+    for keep in (True, False):
+        _launch_fn = lambda setting, keep=keep: standin(keep)  # noqa: E731
+        results[keep] = check_setting("n2_tp128_b8_c4_r96", next_n=2)
+    log(f"cpu self-test: the contract-keeping stand-in {'passed' if results[True] else 'FAILED'}, "
+        f"the one ignoring clean_logits {'failed, as it must' if not results[False] else 'PASSED (harness bug)'}")
+    return 0 if results[True] and not results[False] else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--next-n", type=int, default=1, choices=(1, 2))
@@ -277,7 +327,11 @@ def main() -> int:
     ap.add_argument("--warmup-ms", type=float, default=100.0, help="replays before each timing (the bench's 100 ms)")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--child-check", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--cpu-self-test", action="store_true",
+                    help="check the correctness harness itself on CPU with torch stand-ins (no GPU needed)")
     args = ap.parse_args()
+    if args.cpu_self_test:
+        return cpu_self_test()
     if args.child_check:
         return 0 if check_setting(args.child_check, args.next_n) else 1
     known = SETTINGS if args.next_n == 1 else SETTINGS_N2

@@ -1,11 +1,12 @@
 """Experimental Gluon (Triton 3.6) fp8 paged decode kernel with warp specialisation.
 
-Problem: fp8 paged "indexer logits" decode, next_n = 1 or 2 (1-D lengths), H = 64, D = 128,
+Problem: fp8 paged "indexer logits" decode, next_n = 1 or 2 (1-D or 2-D lengths), H = 64, D = 128,
 PAGE = 64, page-blocked cache (each page: 64 x 128 fp8 values, then 64 fp32 scales; page stride
 from kv_cache.stride(0)).
     out[b * n + r, t] = scale[t] * sum_h relu(q[b, r, h, :] . k[t, :]) * w[b * n + r, h]
                                                                for t < len[b] - n + 1 + r
-Positions past each row's limit are left untouched (clean_logits=False only).
+(2-D lengths: t < len[b, r]). Positions past each row's limit are left untouched, or -inf with
+clean_logits=True.
 
 Design (docs/PERF.md, "v7 against the ceilings" / "Next ideas"):
 - Split grid (B, cdiv(max_context_len, TILES * PAGE)), as decode v7: program (b, p) takes a run of
@@ -142,10 +143,10 @@ def _slot(i, NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
               k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
               NUM_BUF: gl.constexpr, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr,
-              NEXT_N: gl.constexpr):
+              NEXT_N: gl.constexpr, CLEAN: gl.constexpr):
     # wgmma accumulator of one warpgroup: [64 tokens, NEXT_N * 64 query rows] fp32 (m64n64k32 or
     # m64n128k32 instructions); row r * 64 + h is draft token r's head h.
     NH: gl.constexpr = NEXT_N * HEADS
@@ -157,8 +158,10 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
         cols = gl.arange(0, NH, layout=col_l)
         w = gl.load(w_ptr + (b * NEXT_N + cols // HEADS).to(gl.int64) * w_stride + cols % HEADS)
         offs_t = gl.arange(0, PAGE, layout=row_l)
-        # draft token r of request b sees keys t < len - NEXT_N + 1 + r (1-D lengths, as the spec)
-        limit = gl.minimum(top - NEXT_N + 1, max_context_len)
+        # draft token r of request b sees keys t < lim_r (the kernel body reads them: 1-D lengths
+        # len - NEXT_N + 1 + r, as the spec; 2-D lengths row r's own)
+        limit = gl.minimum(lim0, max_context_len)
+        limit1 = gl.minimum(lim1, max_context_len)
         out_row = out_ptr + (b * NEXT_N).to(gl.int64) * out_stride
         zero = gl.zeros([PAGE, NH], gl.float32, acc_l)
         mbarrier.wait(q_bar, 0)
@@ -192,8 +195,14 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
                     x0, x1 = gl.split(x.reshape([PAGE, NEXT_N, HEADS]).permute([0, 2, 1]))
                     l0 = gl.convert_layout(gl.sum(x0, axis=1), row_l) * sc
                     l1 = gl.convert_layout(gl.sum(x1, axis=1), row_l) * sc
-                    gl.store(out_row + t, l0, mask=t < limit)
-                    gl.store(out_row + out_stride + t, l1, mask=t < gl.minimum(limit + 1, max_context_len))
+                    if CLEAN:
+                        # -inf past each row's limit in the tile (the tiles past every limit: the body)
+                        gl.store(out_row + t, gl.where(t < limit, l0, float("-inf")), mask=t < max_context_len)
+                        gl.store(out_row + out_stride + t, gl.where(t < limit1, l1, float("-inf")),
+                                 mask=t < max_context_len)
+                    else:
+                        gl.store(out_row + t, l0, mask=t < limit)
+                        gl.store(out_row + out_stride + t, l1, mask=t < limit1)
                 else:
                     logits = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * sc
                     if DIAG == DIAG_NO_STORE:
@@ -207,6 +216,8 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
                         tma.async_copy_shared_to_global(out_desc, [b, (first_tile + i) * PAGE], o_smem.index(j))
                     elif DIAG == DIAG_STORE_EVICT_LAST:
                         gl.store(out_row + t, logits, mask=t < limit, eviction_policy="evict_last")
+                    elif CLEAN:
+                        gl.store(out_row + t, gl.where(t < limit, logits, float("-inf")), mask=t < max_context_len)
                     else:
                         gl.store(out_row + t, logits, mask=t < limit)
         if DIAG == DIAG_TMA_STORE:
@@ -217,35 +228,39 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, fir
 
 
 @gluon.jit
-def _consumer0(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+def _consumer0(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
-    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 0, NUM_CONSUMERS, DIAG, NEXT_N)
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr,
+               CLEAN: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 0, NUM_CONSUMERS, DIAG, NEXT_N, CLEAN)
 
 
 @gluon.jit
-def _consumer1(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+def _consumer1(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
-    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 1, NUM_CONSUMERS, DIAG, NEXT_N)
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr,
+               CLEAN: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 1, NUM_CONSUMERS, DIAG, NEXT_N, CLEAN)
 
 
 @gluon.jit
-def _consumer2(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+def _consumer2(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
-    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 2, NUM_CONSUMERS, DIAG, NEXT_N)
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr,
+               CLEAN: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 2, NUM_CONSUMERS, DIAG, NEXT_N, CLEAN)
 
 
 @gluon.jit
-def _consumer3(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+def _consumer3(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem,
-               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr):
-    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
-              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 3, NUM_CONSUMERS, DIAG, NEXT_N)
+               NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr, DIAG: gl.constexpr, NEXT_N: gl.constexpr,
+               CLEAN: gl.constexpr):
+    _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
+              k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, 3, NUM_CONSUMERS, DIAG, NEXT_N, CLEAN)
 
 
 @gluon.jit
@@ -277,14 +292,22 @@ def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tile
 
 @gluon.jit
 def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_ptr, out_ptr,
-                      w_stride, bt_stride, out_stride, max_context_len,
+                      w_stride, bt_stride, out_stride, lens_stride, max_context_len,
                       TILES: gl.constexpr, TILES_P2: gl.constexpr, MIN_RUN: gl.constexpr,
                       NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
                       PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, DIAG: gl.constexpr,
-                      NEXT_N: gl.constexpr):
+                      NEXT_N: gl.constexpr, LENS_2D: gl.constexpr, CLEAN: gl.constexpr):
     # This program's run of the request's valid tiles (decode v7's split).
     b = gl.program_id(0)
-    top = gl.maximum(gl.load(lens_ptr + b), 0)
+    # Each row's limit, and the request's widest (what its tiles cover).
+    if LENS_2D:
+        lim0 = gl.load(lens_ptr + b.to(gl.int64) * lens_stride)
+        lim1 = gl.load(lens_ptr + b.to(gl.int64) * lens_stride + (NEXT_N - 1))
+        top = gl.maximum(gl.maximum(lim0, lim1), 0)
+    else:
+        top = gl.maximum(gl.load(lens_ptr + b), 0)
+        lim0 = top - NEXT_N + 1
+        lim1 = top
     valid_tiles = gl.minimum(gl.cdiv(top, PAGE), gl.cdiv(max_context_len, PAGE))
     per_program = gl.maximum(gl.cdiv(valid_tiles, gl.num_programs(1)), MIN_RUN)
     first_tile = gl.program_id(1) * per_program
@@ -312,47 +335,59 @@ def _decode_ws_kernel(kv_desc, sc_desc, q_desc, out_desc, w_ptr, lens_ptr, bt_pt
     # runtime values, and the partitions need NUM_BUF / TILES as constexprs)
     if NUM_CONSUMERS == 1:
         gl.warp_specialize([
-            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
-                          NEXT_N)),
+                          NEXT_N, CLEAN)),
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG, NEXT_N)),
         ], [1], [PRODUCER_REGS])
     elif NUM_CONSUMERS == 2:
         gl.warp_specialize([
-            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
-                          NEXT_N)),
+                          NEXT_N, CLEAN)),
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG, NEXT_N)),
-            (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+            (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
-                          NEXT_N)),
+                          NEXT_N, CLEAN)),
         ], [1, 4], [PRODUCER_REGS, CONSUMER_REGS])
     else:
         # DeepGEMM's shape: one CTA an SM, one TMA warp feeding four math warpgroups, tile i to
         # consumer i % 4, each on its own quarter of the ring.
         gl.warp_specialize([
-            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+            (_consumer0, (w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
-                          NEXT_N)),
+                          NEXT_N, CLEAN)),
             (_producer, (kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tiles,
                          k_bufs, s_bufs, q_smem, ready, empty, q_bar, NUM_BUF, NUM_CONSUMERS, TILES_P2, DIAG, NEXT_N)),
-            (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+            (_consumer1, (w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
-                          NEXT_N)),
-            (_consumer2, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          NEXT_N, CLEAN)),
+            (_consumer2, (w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
-                          NEXT_N)),
-            (_consumer3, (w_ptr, out_ptr, w_stride, out_stride, b, top, max_context_len, first_tile, n_tiles,
+                          NEXT_N, CLEAN)),
+            (_consumer3, (w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_len, first_tile, n_tiles,
                           k_bufs, s_bufs, q_smem, ready, empty, q_bar, out_desc, o_smem, NUM_BUF, NUM_CONSUMERS, DIAG,
-                          NEXT_N)),
+                          NEXT_N, CLEAN)),
         ], [1, 4, 4, 4], [PRODUCER_REGS, CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])
 
     for i in gl.static_range(NUM_BUF):
         mbarrier.invalidate(ready.index(i))
         mbarrier.invalidate(empty.index(i))
     mbarrier.invalidate(q_bar)
+
+    if CLEAN:
+        # The tiles of this program's fixed chunk of the output that lie past every row's limit:
+        # -inf, without reading the cache (a tile holding a limit is masked where it is scored).
+        fill_l: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # the default partition's 4 warps
+        offs = gl.arange(0, 2 * PAGE, layout=fill_l)  # (row r, token c) = (offs // PAGE, offs % PAGE)
+        row_ptr = out_ptr + (b * NEXT_N + offs // PAGE).to(gl.int64) * out_stride
+        neg = gl.full([2 * PAGE], float("-inf"), gl.float32, fill_l)
+        static_first = gl.program_id(1) * TILES
+        for i in range(gl.minimum(gl.maximum(valid_tiles - static_first, 0), TILES), TILES):
+            t = (static_first + i) * PAGE + offs % PAGE
+            gl.store(row_ptr + t, neg, mask=(offs // PAGE < NEXT_N) & (t < max_context_len))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -383,7 +418,8 @@ def register_split(num_consumers, maxnreg, producer_regs=None):
 
 
 def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_len,
-            tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None, diag=0):
+            tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None, diag=0,
+            clean_logits=False):
     """(grid, positional args, constexpr kwargs, launch options) of one launch, or None when there
     is nothing to do. Shapes and base addresses only (no device reads): graph-safe. Raises
     NotImplementedError for shapes or strides this experiment does not serve (TMA needs
@@ -394,8 +430,13 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
     if kv_cache.dim() != 4 or tuple(kv_cache.shape[1:]) != (64, 1, 132) or kv_cache.dtype != torch.uint8:
         raise NotImplementedError(f"gluon decode: only a page-blocked fp8 cache [pages, 64, 1, 132] uint8, got "
                                   f"{list(kv_cache.shape)} {kv_cache.dtype}")
-    if context_lens.dim() != 1:
-        raise NotImplementedError("gluon decode: only 1-D context_lens")
+    if context_lens.dim() == 2 and tuple(context_lens.shape) == (batch, n) and context_lens.stride(1) == 1:
+        lens_2d, lens_stride = True, context_lens.stride(0)
+    elif context_lens.dim() == 1:
+        lens_2d, lens_stride = False, 1
+    else:
+        raise NotImplementedError(f"gluon decode: context_lens [B] or [B, next_n] with unit row stride, got "
+                                  f"{list(context_lens.shape)} strides {context_lens.stride()}")
     if not isinstance(tiles_per_program, int) or not 1 <= tiles_per_program <= 256:
         raise ValueError(f"tiles_per_program: expected an int in [1, 256], got {tiles_per_program!r}")
     if num_consumers not in (1, 2, 4) or num_buf < num_consumers or num_buf % num_consumers:
@@ -436,26 +477,29 @@ def prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_le
         out_desc = sc_desc  # unused (a descriptor of the same type keeps one kernel signature)
     grid = (batch, triton.cdiv(max_context_len, tiles_per_program * 64))
     args = (kv_desc, sc_desc, q_desc, out_desc, weights, context_lens, block_table, out,
-            weights.stride(0), block_table.stride(0), out.stride(0), max_context_len)
+            weights.stride(0), block_table.stride(0), out.stride(0), lens_stride, max_context_len)
     constexprs = dict(TILES=tiles_per_program, TILES_P2=triton.next_power_of_2(tiles_per_program),
                       MIN_RUN=min(MIN_RUN, tiles_per_program), NUM_BUF=num_buf, NUM_CONSUMERS=num_consumers,
-                      PRODUCER_REGS=producer_regs, CONSUMER_REGS=second_regs, DIAG=int(diag), NEXT_N=n)
+                      PRODUCER_REGS=producer_regs, CONSUMER_REGS=second_regs, DIAG=int(diag), NEXT_N=n,
+                      LENS_2D=lens_2d, CLEAN=bool(clean_logits))
     options = dict(num_warps=NUM_WARPS, maxnreg=maxnreg)
     return grid, args, constexprs, options
 
 
 def launch(q, kv_cache, weights, context_lens, block_table, out, max_context_len, clean_logits,
            tiles_per_program=TILES_PER_PROGRAM, num_buf=NUM_BUF, num_consumers=NUM_CONSUMERS, maxnreg=None, diag=0):
-    """Same signature and semantics as the project's generated decode modules (clean_logits=False
-    only); the keyword arguments pick a setting. Grid from shapes only; no host synchronisation,
+    """Same signature and semantics as the project's generated decode modules (1-D or 2-D
+    context_lens, clean_logits either way); the keyword arguments pick a setting. Grid from shapes only; no host synchronisation,
     no allocation."""
-    if clean_logits:
-        raise NotImplementedError("gluon decode: clean_logits=True is not implemented (positions >= len untouched)")
     if diag not in (0, 1, 2, 3, 4, 5):
         raise ValueError(f"diag: expected 0 (the kernel) or 1-5 (timing diagnostics), got {diag!r}")
+    if diag and clean_logits:
+        raise NotImplementedError("gluon decode: the timing diagnostics run with clean_logits=False only")
     prep = prepare(q, kv_cache, weights, context_lens, block_table, out, max_context_len,
-                   tiles_per_program, num_buf, num_consumers, maxnreg, diag)
+                   tiles_per_program, num_buf, num_consumers, maxnreg, diag, clean_logits)
     if prep is None:
+        if clean_logits and q.shape[0] > 0 and max_context_len > 0:
+            out[:, :max_context_len].fill_(float("-inf"))  # no pages, so no valid key: every position
         return out
     grid, args, constexprs, options = prep
     # (`maxnreg` is a launch option, as CUDAOptions names it)

@@ -33,15 +33,16 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 import kernel as K  # noqa: E402
 
-def cpu_inputs(batch=4, context=4096, page_gap=64, next_n=1):
-    """Small CPU tensors shaped like the real call (page stride with a gap, as tuner.inputs)."""
+def cpu_inputs(batch=4, context=4096, page_gap=64, next_n=1, lens_2d=False):
+    """Small CPU tensors shaped like the real call (page stride with a gap, as tuner.inputs);
+    lens_2d: context_lens [B, next_n] (each row its own length) instead of [B]."""
     pages = batch * context // 64 + 3
     stride = 64 * 132 + page_gap
     raw = torch.zeros(pages * stride, dtype=torch.uint8)
     kv = raw.as_strided((pages, 64, 1, 132), (stride, 132, 132, 1))
     q = torch.zeros(batch, next_n, 64, 128, dtype=torch.float8_e4m3fn)
     w = torch.zeros(batch * next_n, 64, dtype=torch.float32)
-    lens = torch.full((batch,), context, dtype=torch.int32)
+    lens = torch.full((batch, next_n) if lens_2d else (batch,), context, dtype=torch.int32)
     bt = torch.zeros(batch, context // 64, dtype=torch.int32)
     out = torch.zeros(batch * next_n, context, dtype=torch.float32)
     return q, kv, w, lens, bt, out, context
@@ -180,6 +181,29 @@ def main() -> int:
             print("    PTX has: " + ", ".join(feats))
         if split[2] not in setmax or split[0] not in setmax:
             print("    NOTE: the expected per-partition register counts are not all among the PTX's setmaxnreg values")
+    # The launch contract's other forms (clean_logits=True, 2-D lengths) of one setting of each kind:
+    # they must compile without spills, as the plain form above.
+    forms = [(next(iter(K.SETTINGS)), 1), ("n2_tp32_b3_c1_r96", 2), ("n2_tp128_b8_c4_r96", 2)]
+    for name, next_n in forms:
+        setting = (K.SETTINGS if next_n == 1 else K.SETTINGS_N2)[name]
+        for lens_2d, clean in ((False, True), (True, False), (True, True)):
+            tag = f"[{name} {'2-D' if lens_2d else '1-D'} lens, clean_logits={clean}]"
+            try:
+                _, kargs, kconst, opts = K.prepare(*cpu_inputs(next_n=next_n, lens_2d=lens_2d), **setting,
+                                                   clean_logits=clean)
+                src, _ = build_source(K._decode_ws_kernel, kargs, kconst)
+                compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+                log, _ = ptxas_report(compiled.asm["ptx"])
+            except Exception as exc:  # report and go on
+                failures += 1
+                print(f"{tag} FAILED: {type(exc).__name__}: {str(exc)[-3000:]}")
+                continue
+            spills = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+            spill_txt = "/".join(spills[-1]) if spills else "?"
+            print(f"{tag} compiles: shared {compiled.metadata.shared} B, stack/spill stores/spill loads {spill_txt} B")
+            if not spills or int(spills[-1][1]) or int(spills[-1][2]):
+                failures += 1
+                print(f"    ERROR: spills (or no ptxas report) in {tag}")
     # The timing diagnostics (diag_gpu.py) of the first setting: they must compile too.
     first = next(iter(K.SETTINGS))
     for diag in (1, 2, 3, 4, 5):
