@@ -1,10 +1,11 @@
 """Logits + top-k on the GPU: the device selection against logits + torch.topk, same process.
 
-    python3 -m bench.topk [--out DIR] [--paths fused,rounds] [--sweep] [--skip-prefill] [--k 2048]
+    python3 -m bench.topk [--out DIR] [--paths row,rounds,fused] [--sweep] [--skip-prefill] [--k 2048]
 
 Decode (fp8, next_n 1, full lengths; 64x32K, 64x128K, 1x1M, 128x8K): CUDA-graph time of the
 logits kernel alone, of fp8_paged_mqa_topk through each selection path (--paths: "fused", the two
-kernels of _topk_fused, and "rounds", the four of _topk_kernels; indexer_logits._topk_select.PATH),
+kernels of _topk_fused, "rounds", the four of _topk_kernels, and "row", the one of _topk_row;
+indexer_logits._topk_select.PATH),
 and of the logits then torch.topk, each graph holding 4 calls, all alternated over 5 rounds (best
 of each). Prefill (fp8 ragged, causal windows: the last M tokens of one Nk sequence; 4096x64K,
 2048x1M): eager time of fp8_mqa_logits into a full [M, Nk] buffer, of fp8_mqa_topk per path, of
@@ -144,19 +145,26 @@ SWEEP = [dict(BINS=n, BLOCK=b, NUM_WARPS=4, PROGRAMS_PER_SM=p, SCAN_SLOTS=False,
          for n in (32, 64) for b in (512, 1024) for p in (8, 16) for c in (64, 128) for d in (False, True)]
 # the two-kernel path keeps a whole bin (hundreds of scores), not what two rounds leave (a handful)
 SWEEP_FUSED = [dict(s, CAP=s["CAP"] * 32) for s in SWEEP]
+# the one-program-a-row path (_topk_row): its bins, keys a step and warps a program
+SWEEP_ROW = [dict(BINS=n, BLOCK=b, NUM_WARPS=w, PDL=d) for n in (32, 64, 128) for b in (2048, 4096, 8192)
+             for w in (8, 16, 32) for d in (False, True)]
 
 
 def _sweep(logits, hi, k, path="rounds") -> list[dict]:
     """The selection alone on these logits, per launch setting (graph time)."""
     import torch
-    from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_select as S
+    from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_row as R, _topk_select as S
     rows = logits.shape[0]
     owners = {"BINS": KN, "CAP": F if path == "fused" else KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S, "PDL": S}
+    settings = SWEEP_FUSED if path == "fused" else SWEEP
+    if path == "row":
+        owners = {"BINS": R, "BLOCK": R, "NUM_WARPS": R, "PDL": R}
+        settings = SWEEP_ROW
     saved = {n: getattr(owners[n], n) for n in owners}
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     out = []
     try:
-        for setting in SWEEP_FUSED if path == "fused" else SWEEP:
+        for setting in settings:
             for n, v in setting.items():
                 setattr(owners[n], n, v)
             ws = S.workspace(rows, "cuda")
@@ -307,9 +315,8 @@ def main(argv=None) -> int:
               f"{r['extra_over_logits']:.4f} of the logits")
     for r in result["decode"]:
         if "sweep" in r:
-            print(r["case"], "selection alone, best (BINS, BLOCK, programs/SM, CAP, PDL, us, exact):",
-                  [(s["BINS"], s["BLOCK"], s["PROGRAMS_PER_SM"], s["CAP"], s["PDL"], round(s.get("us", -1), 1),
-                    s.get("exact")) for s in r["sweep"][:4]], "worst:", r["sweep"][-1])
+            print(r["case"], "selection alone, the best four settings and the worst:",
+                  [{**s, "us": round(s.get("us", -1), 1)} for s in r["sweep"][:4]], r["sweep"][-1])
     return 0
 
 

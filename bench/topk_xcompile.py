@@ -1,5 +1,5 @@
 """The top-k selection kernels cross-compiled for a GPU generation (no GPU needed): registers,
-spills and shared memory of each kernel of both paths (indexer_logits._topk_select.PATHS), as
+spills and shared memory of each kernel of every path (indexer_logits._topk_select.PATHS), as
 launched for decode at 64 x 32K, k = 2048 (the launcher's settings: BLOCK, warps, bins, PDL on).
 
     python -m bench.topk_xcompile [--target sm_90] [--k 2048] [--json]
@@ -25,19 +25,22 @@ def _args(k: int) -> dict:
             "stride_idx": k, "val_ptr": "*i32", "stride_val": k, "chunk_len": 2048}
 
 
-def kernels(k: int) -> list[tuple[str, object, dict]]:
-    """(name, jit function, constexprs) of every kernel each path launches."""
-    from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_select as S
+def kernels(k: int) -> list[tuple[str, object, dict, int]]:
+    """(name, jit function, constexprs, warps) of every kernel each path launches."""
+    from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_row as R, _topk_select as S
     common = {"WINDOW": 1, "BLOCK": S.BLOCK, "BINS_": KN.BINS}
     kp = 1 << (k - 1).bit_length()
     compact = {"KP": kp, "WRITE_VALUES": False, "SCAN_SLOTS": S.SCAN_SLOTS, "PDL": True}
+    w = S.NUM_WARPS
     return [
-        ("rounds: range", KN.topk_range_kernel, {**common, "PDL": False}),
-        ("rounds: round 1", KN.topk_hist_kernel, {**common, "ROUND": 1, "PDL": True}),
-        ("rounds: round 2", KN.topk_hist_kernel, {**common, "ROUND": 2, "PDL": True}),
-        ("rounds: compaction", KN.topk_compact_kernel, {**common, **compact, "CAP_": KN.CAP}),
-        ("fused: round 1 (sampled range)", F.topk_round1_kernel, {**common, "SAMPLE_": F.SAMPLE, "PDL": False}),
-        ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}),
+        ("rounds: range", KN.topk_range_kernel, {**common, "PDL": False}, w),
+        ("rounds: round 1", KN.topk_hist_kernel, {**common, "ROUND": 1, "PDL": True}, w),
+        ("rounds: round 2", KN.topk_hist_kernel, {**common, "ROUND": 2, "PDL": True}, w),
+        ("rounds: compaction", KN.topk_compact_kernel, {**common, **compact, "CAP_": KN.CAP}, w),
+        ("fused: round 1 (sampled range)", F.topk_round1_kernel, {**common, "SAMPLE_": F.SAMPLE, "PDL": False}, w),
+        ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}, w),
+        ("row: the one kernel", R.topk_row_kernel,
+         {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.BINS, "WRITE_VALUES": False, "PDL": False}, R.NUM_WARPS),
     ]
 
 
@@ -81,16 +84,16 @@ def main(argv=None) -> int:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="topk_xcompile_")  # no cached kernel hides a compile
     from indexer_logits import _topk_select as S
     rows = []
-    for name, fn, constexprs in kernels(a.k):
-        rep = compile_one(fn, constexprs, a.k, TARGETS[a.target], S.NUM_WARPS)
-        rows.append({"kernel": name, "target": a.target, "num_warps": S.NUM_WARPS, **rep})
+    for name, fn, constexprs, warps in kernels(a.k):
+        rep = compile_one(fn, constexprs, a.k, TARGETS[a.target], warps)
+        rows.append({"kernel": name, "target": a.target, "num_warps": warps, **rep})
     if a.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(f"{'kernel':<34}{'regs':>6}{'spill st':>10}{'spill ld':>10}{'stack':>7}{'shared':>8}   ({a.target}, "
-              f"{S.NUM_WARPS} warps, k {a.k})")
+        print(f"{'kernel':<34}{'warps':>6}{'regs':>6}{'spill st':>10}{'spill ld':>10}{'stack':>7}{'shared':>8}   "
+              f"({a.target}, k {a.k})")
         for r in rows:
-            print(f"{r['kernel']:<34}{r['registers']:>6}{r['spill_stores']:>10}{r['spill_loads']:>10}"
+            print(f"{r['kernel']:<34}{r['num_warps']:>6}{r['registers']:>6}{r['spill_stores']:>10}{r['spill_loads']:>10}"
                   f"{r['stack_bytes']:>7}{r['shared_bytes']:>8}")
     return 0
 

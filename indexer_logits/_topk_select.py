@@ -26,7 +26,7 @@ MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in regi
 # us, 1x1M 68 vs 85, prefill 4096x64K 7.6 vs 8.6 ms, 2048x1M 55 vs 91 ms; in the profile fused's
 # selection kernel alone takes 25 us at 64x32K, rounds' compaction 15. So rounds serves.
 PATH = "rounds"
-PATHS = ("fused", "rounds")
+PATHS = ("fused", "rounds", "row")
 
 
 def kernels():
@@ -38,6 +38,11 @@ def kernels():
 def fused_kernels():
     """The two-kernel path's module (imported on first use, as kernels())."""
     return importlib.import_module("._topk_fused", __package__)
+
+
+def row_kernels():
+    """The one-program-a-row path's module (imported on first use, as kernels())."""
+    return importlib.import_module("._topk_row", __package__)
 
 
 def workspace(rows: int, device) -> torch.Tensor:
@@ -86,6 +91,9 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     if path == "fused":
         _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n)
         return path
+    if path == "row":
+        _select_row(logits, k, window, indices, values, lo, hi, lens, next_n)
+        return path
     kn = kernels()
     BINS, CAP = kn.BINS, kn.CAP
     if logits.shape[0] == 0:
@@ -117,6 +125,24 @@ def _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n) 
     fk.topk_select_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
                                 WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=fk.CAP,
                                 WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, CB_=fk.CB,
+                                PDL=pdl, **launch)
+
+
+def _select_row(logits, k, window, indices, values, lo, hi, lens, next_n) -> None:
+    """The one-kernel path (indexer_logits._topk_row): a program a row, no workspace."""
+    rk = row_kernels()
+    rows, width = logits.shape
+    if rows == 0:
+        return
+    lo = indices if lo is None else lo
+    hi = indices if hi is None else hi
+    lens = indices if lens is None else lens
+    val = indices if values is None else values
+    pdl = rk.PDL and _pdl(logits.device)
+    launch = {"num_warps": rk.NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": rk.NUM_WARPS}
+    rk.topk_row_kernel[(rows,)](logits, logits.stride(0), lo, hi, lens, next_n, width, k,
+                                indices, indices.stride(0), val, val.stride(0),
+                                WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.BINS, WRITE_VALUES=values is not None,
                                 PDL=pdl, **launch)
 
 
