@@ -1,6 +1,6 @@
 """Logits + top-k on the GPU: the device selection against logits + torch.topk, same process.
 
-    python3 -m bench.topk [--out DIR] [--paths row,rounds,fused] [--sweep] [--skip-prefill] [--k 2048]
+    python3 -m bench.topk [--out DIR] [--paths row,rounds,fused] [--sweep] [--crossover] [--skip-prefill] [--k 2048]
 
 Decode (fp8, next_n 1, full lengths; 64x32K, 64x128K, 1x1M, 128x8K): CUDA-graph time of the
 logits kernel alone, of fp8_paged_mqa_topk through each selection path (--paths: "fused", the two
@@ -146,8 +146,8 @@ SWEEP = [dict(BINS=n, BLOCK=b, NUM_WARPS=4, PROGRAMS_PER_SM=p, SCAN_SLOTS=False,
 # the two-kernel path keeps a whole bin (hundreds of scores), not what two rounds leave (a handful)
 SWEEP_FUSED = [dict(s, CAP=s["CAP"] * 32) for s in SWEEP]
 # the one-program-a-row path (_topk_row): its bins, keys a step and warps a program
-SWEEP_ROW = [dict(BINS=n, BLOCK=b, NUM_WARPS=w, PDL=d) for n in (32, 64, 128) for b in (2048, 4096, 8192)
-             for w in (8, 16, 32) for d in (False, True)]
+SWEEP_ROW = [dict(BINS=n, CAP=c, BLOCK=b, NUM_WARPS=w, PDL=False) for n in (64, 128) for c in (512, 1024, 2048)
+             for b in (2048, 4096, 8192) for w in (8, 16, 32) if b >= 64 * w]
 
 
 def _sweep(logits, hi, k, path="rounds") -> list[dict]:
@@ -158,7 +158,7 @@ def _sweep(logits, hi, k, path="rounds") -> list[dict]:
     owners = {"BINS": KN, "CAP": F if path == "fused" else KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S, "PDL": S}
     settings = SWEEP_FUSED if path == "fused" else SWEEP
     if path == "row":
-        owners = {"BINS": R, "BLOCK": R, "NUM_WARPS": R, "PDL": R}
+        owners = {"BINS": R, "CAP": R, "BLOCK": R, "NUM_WARPS": R, "PDL": R}
         settings = SWEEP_ROW
     saved = {n: getattr(owners[n], n) for n in owners}
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
@@ -180,6 +180,40 @@ def _sweep(logits, hi, k, path="rounds") -> list[dict]:
         for n, v in saved.items():
             setattr(owners[n], n, v)
     out.sort(key=lambda r: r.get("us", float("inf")))
+    return out
+
+
+CROSSOVER_ROWS = (32, 64, 128, 256)
+CROSSOVER_WIDTHS = (4096, 8192, 16384, 32768)
+
+
+def crossover(k: int, paths=("row", "rounds")) -> list[dict]:
+    """The selection alone per path (graph time) on fp8 decode logits of every (rows, width) of
+    CROSSOVER_ROWS x CROSSOVER_WIDTHS (next_n 1, full lengths), each path's answer checked first:
+    where one path overtakes the other."""
+    import torch
+    import indexer_logits as K
+    from indexer_logits import _topk_select as S
+    from tuner.inputs import make_decode_inputs
+    from tuner.space import Problem
+    out = []
+    for rows in CROSSOVER_ROWS:
+        for width in CROSSOVER_WIDTHS:
+            inp = make_decode_inputs(Problem(), rows, width, lens="full", device=DEVICE, max_pool_bytes=3 << 30)
+            logits = K.fp8_paged_mqa_logits(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table,
+                                            None, width, False)
+            hi = inp.context_lens.int()
+            idx = torch.empty(rows, k, dtype=torch.int32, device=DEVICE)
+            ws = S.workspace(rows, DEVICE)
+            row = {"rows": rows, "width": width}
+            for p in paths:
+                fn = lambda p=p: S.select_rows(logits, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path=p)
+                fn()
+                row[f"{p}_exact"] = mismatched_rows(idx, logits, torch.zeros_like(hi), hi, k) == 0
+                row[f"{p}_us"] = min(graph_us(fn) for _ in range(3))
+            out.append(row)
+            print(json.dumps(row), flush=True)
+            del inp, logits
     return out
 
 
@@ -282,6 +316,8 @@ def main(argv=None) -> int:
     ap.add_argument("--paths", default="fused,rounds",
                     help="selection paths to time, comma-separated (indexer_logits._topk_select.PATHS); the first "
                          "is the table's +topk column")
+    ap.add_argument("--crossover", action="store_true",
+                    help="the selection alone per path over rows x widths of decode logits (where one path overtakes)")
     ap.add_argument("--profile", action="store_true",
                     help="per-kernel device time of a 64x32K decode top-k and of a 4096x64K prefill one")
     a = ap.parse_args(argv)
@@ -300,6 +336,8 @@ def main(argv=None) -> int:
               "decode": decode_cases(a.k, a.sweep, paths)}
     if not a.skip_prefill:
         result["prefill"] = prefill_cases(a.k, paths)
+    if a.crossover:
+        result["crossover"] = crossover(a.k, paths)
     result["seconds"] = time.time() - t0
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "topk.json").write_text(json.dumps(result, indent=1))
@@ -310,6 +348,9 @@ def main(argv=None) -> int:
         cols = "".join(f"{r[f'topk_{p}_us']:>14.1f}{r[f'{p}_over_logits']:>7.2f}" for p in paths)
         print(f"{r['case']:<22}{r['logits_us']:>11.1f}{cols}{r['torch_topk_us']:>13.1f}{r['torch_over_logits']:>7.2f}"
               f"{bad:>9}")
+    for r in result.get("crossover", []):
+        print(f"selection alone {r['rows']}x{r['width']}: " + ", ".join(
+            f"{p} {r[f'{p}_us']:.1f} us{'' if r[f'{p}_exact'] else ' (INEXACT)'}" for p in paths))
     for r in result.get("prefill", []):
         print(f"{r['case']}: extra memory {r['topk_extra_bytes'] / 2**20:.1f} MiB = "
               f"{r['extra_over_logits']:.4f} of the logits")

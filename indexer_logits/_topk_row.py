@@ -1,23 +1,26 @@
-"""The exact top-k of each row of a logits block in one kernel and one program per row: a radix
-selection over the row's order-preserving 32-bit keys that never leaves the program, so no
-atomics, no workspace and no chain of dependent launches (the cost the four- and two-kernel paths
-measured on the H200: ~35 us of selection at 64 x 32K whatever the split; docs/PERF.md, "Top-k").
+"""The exact top-k of each row of a logits block in one kernel and one program per row: no atomics,
+no chain of dependent launches (what the four- and two-kernel paths pay: ~35 us of selection at
+64 x 32K whatever the split; docs/PERF.md, "Top-k"). A program reads its row three times:
 
-The program keeps an interval [c_lo, c_hi] of unsigned keys that holds the k-th largest key,
-`above` (how many keys lie above c_hi: all of them in the answer) and `need` (how many to take
-from inside the interval). It starts at the row's smallest and largest keys (one pass) and
-narrows by rounds: a pass counts the keys inside it in BINS_ bins of 2**shift keys each
-(tl.histogram; shift the least that fits the interval in BINS_ bins), the bin that holds the
-need-th largest becomes the interval. A round divides the interval's width by BINS_ at least, so
-there are at most ceil(32 / log2(BINS_)) of them; the rounds stop as soon as the interval's count
-is exactly `need` (take it all) or it is one key (ties: the smallest indices win). The last pass
-writes the keys above c_hi and the first `need` inside the interval, in index order: slots by one
-prefix sum per block (both counts packed in one int32), no atomics.
+1. the row's largest score M and smallest finite score m;
+2. one histogram of y = (x - m) * BINS_ / (M - m) (the digit of _topk_kernels._digits, monotone
+   in x): the bin t holding the k-th largest score, `above` (scores in higher bins, fewer than k,
+   all in the answer) and the count of bin t;
+3. the scores above bin t to the output and bin t's scores (at most CAP_) to a per-row candidate
+   buffer, each as key << 32 | (0x7FFFFFFF - position) so that one descending sort orders them by
+   score, ties by the smallest position; slots by one prefix sum a block (both counts packed in an
+   int32), no atomics. The program then sorts its candidates and writes the first k - above.
 
-Rows short enough to sit in the L1 cache cost one read from L2 and the rounds' passes from L1;
-a long row costs a read per pass (the rounds of a few long rows are the other paths' case: they
-spread one row over many programs). Output as the other paths: `k` int32 indices relative to the
-window start, then -1; optionally the scores (-inf pad).
+Why one round (measured on the H200, docs/PERF.md "Top-k", "One program a row"): in Triton 3.6 a
+tl.histogram costs ~54 instructions a key and a prefix-sum pass ~73, where a load-and-compare pass
+costs ~12, so a program that narrowed the threshold by histogram rounds over its whole row (4-5
+of them) ran 2-3x slower than the four kernels; after one round the threshold bin holds a few
+hundred scores, which a sort of the candidates finishes cheaply.
+
+A bin t of more than CAP_ scores (ties, or a range stretched by an outlier) takes the exact path in
+the same program: rounds over the row's order-preserving 32-bit keys (_exact_rounds). Rows of at
+most k keys are copied. Output as the other paths: `k` int32 indices relative to the window start
+(in no particular order), then -1; optionally the scores (-inf pad).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_kernels import _key, _threshold, _window
+from ._topk_kernels import _digits, _key, _score, _threshold, _window
 
-BINS = 64          # bins a round (tl.histogram costs ~log2(BINS) * BINS / 32 operations a key)
+BINS = 64          # bins of the one histogram round
+CAP = 1024         # candidates (bin t's scores) a row sorts; more take the exact path
 BLOCK = 4096       # keys a program reads a step
 NUM_WARPS = 16
 PDL = False        # launch as a programmatic dependent launch of the logits kernel (CUDA sm_90+)
@@ -42,10 +46,10 @@ def _ukey(x):
 
 @triton.jit
 def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
-                    idx_ptr, stride_idx, val_ptr, stride_val,
-                    WINDOW: tl.constexpr, BLOCK_: tl.constexpr, BINS_: tl.constexpr,
+                    idx_ptr, stride_idx, val_ptr, stride_val, cand_ptr,
+                    WINDOW: tl.constexpr, BLOCK_: tl.constexpr, BINS_: tl.constexpr, CAP_: tl.constexpr,
                     WRITE_VALUES: tl.constexpr, PDL: tl.constexpr):
-    tl.static_assert(BLOCK_ < 65536, "the final pass packs two block counts in 16 bits each")
+    tl.static_assert(BLOCK_ < 65536, "the write pass packs two block counts in 16 bits each")
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
     row = tl.program_id(0)
@@ -53,47 +57,123 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
     base = logits_ptr + row.to(tl.int64) * stride_row
     out_idx = idx_ptr + row.to(tl.int64) * stride_idx
     out_val = val_ptr + row.to(tl.int64) * stride_val
+    cands = cand_ptr + row.to(tl.int64) * CAP_
     offs = tl.arange(0, BLOCK_)
     n = hi - lo
-    need = tl.minimum(n, k)
-    above = need * 0
-    c_lo = tl.full([], 0, tl.uint32)
-    c_hi = tl.full([], 0xFFFFFFFF, tl.uint32)
-    if n > k:
-        kmax = tl.zeros([BLOCK_], tl.uint32)
-        kmin = tl.full([BLOCK_], 0xFFFFFFFF, tl.uint32)
+    if n <= k:  # the whole window is the answer, in order
         for b0 in range(lo, hi, BLOCK_):
             t = b0 + offs
             m = t < hi
-            u = _ukey(tl.load(base + t, mask=m, other=0.0))
-            kmax = tl.maximum(kmax, tl.where(m, u, 0))
-            kmin = tl.minimum(kmin, tl.where(m, u, 0xFFFFFFFF))
-        c_lo = tl.min(kmin, 0)
-        c_hi = tl.max(kmax, 0)
-        count = n
-        bins = tl.arange(0, BINS_)
-        while (count != need) & (c_hi != c_lo):
-            span = c_hi - c_lo
-            shift = tl.full([], 0, tl.uint32)
-            while (span >> shift) >= BINS_:
-                shift += 1
-            width_m1 = (tl.full([], 1, tl.uint32) << shift) - 1  # a bin's keys, less one
-            counts = tl.zeros([BINS_], tl.int32)
+            tl.store(out_idx + (t - lo), t - lo, mask=m)
+            if WRITE_VALUES:
+                tl.store(out_val + (t - lo), tl.load(base + t, mask=m, other=0.0), mask=m)
+    else:
+        kmax = tl.full([BLOCK_], -2147483647 - 1, tl.int32)
+        kmin = tl.full([BLOCK_], 2147483647, tl.int32)
+        for b0 in range(lo, hi, BLOCK_):
+            t = b0 + offs
+            m = t < hi
+            x = tl.load(base + t, mask=m, other=float("-inf"))
+            key = _key(x)
+            kmax = tl.maximum(kmax, tl.where(m, key, kmax))
+            kmin = tl.minimum(kmin, tl.where(m & (x > float("-inf")), key, kmin))
+        lo_score = _score(tl.min(kmin, 0))
+        span = _score(tl.max(kmax, 0)) - lo_score
+        ok = (span > 0) & (span < float("inf"))
+        scale = tl.where(ok, BINS_ / tl.where(ok, span, 1.0), 0.0)  # 0: every score in bin 0
+        m_lo = tl.where(ok, lo_score, 0.0)
+        counts = tl.zeros([BINS_], tl.int32)
+        for b0 in range(lo, hi, BLOCK_):
+            t = b0 + offs
+            m = t < hi
+            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+            counts += tl.histogram(d1, BINS_, mask=m)
+        bt, above = _threshold(counts, k, BINS_)
+        in_bin = tl.sum(tl.where(tl.arange(0, BINS_) == bt, counts, 0), 0)
+        if in_bin <= CAP_:
+            n_gt = above * 0
+            n_in = above * 0
             for b0 in range(lo, hi, BLOCK_):
                 t = b0 + offs
-                u = _ukey(tl.load(base + t, mask=t < hi, other=0.0))
-                inside = (t < hi) & (u >= c_lo) & (u <= c_hi)
-                counts += tl.histogram(((u - c_lo) >> shift).to(tl.int32, bitcast=True), BINS_, mask=inside)
-            b, n_above = _threshold(counts, need, BINS_)
-            above += n_above
-            need -= n_above
-            count = tl.sum(tl.where(bins == b, counts, 0), 0)
-            new_lo = c_lo + (b.to(tl.uint32) << shift)
-            # bins below the interval's last one end inside it; the last one ends at c_hi
-            c_hi = tl.where(b.to(tl.uint32) < (span >> shift), new_lo + width_m1, c_hi)
-            c_lo = new_lo
-    # the answer: every key above c_hi, and the first `need` inside [c_lo, c_hi] in index order
-    # (all of them, or ties of one key); slots by one prefix sum of both counts packed in an int32
+                m = t < hi
+                x = tl.load(base + t, mask=m, other=0.0)
+                d1, d2 = _digits(x, m_lo, scale, BINS_)
+                gt = m & (d1 > bt)
+                inside = m & (d1 == bt)
+                both = tl.cumsum(gt.to(tl.int32) + (inside.to(tl.int32) << 16), 0)
+                slot_gt = n_gt + (both & 0xFFFF) - 1
+                tl.store(out_idx + slot_gt, t - lo, mask=gt)
+                if WRITE_VALUES:
+                    tl.store(out_val + slot_gt, x, mask=gt)
+                packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
+                tl.store(cands + n_in + (both >> 16) - 1, packed, mask=inside)
+                n_gt += tl.sum(gt.to(tl.int32), 0)
+                n_in += tl.sum(inside.to(tl.int32), 0)
+            tl.debug_barrier()  # the candidates this program's threads wrote, visible to all of them
+            r = tl.arange(0, CAP_)
+            best = tl.sort(tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1, cache_modifier=".cg"),
+                           descending=True)
+            keep = r < k - above
+            t = 0x7FFFFFFF - (best & 0x7FFFFFFF).to(tl.int32)
+            tl.store(out_idx + above + r, t - lo, mask=keep)
+            if WRITE_VALUES:
+                tl.store(out_val + above + r, _score((best >> 32).to(tl.int32)), mask=keep)
+        else:
+            _exact_rounds(base, lo, hi, k, out_idx, out_val, BLOCK_, BINS_, WRITE_VALUES)
+    written = tl.minimum(tl.maximum(n, 0), k)
+    for p0 in range(written, k, BLOCK_):
+        p = p0 + offs
+        tl.store(out_idx + p, tl.full([BLOCK_], -1, tl.int32), mask=p < k)
+        if WRITE_VALUES:
+            tl.store(out_val + p, tl.full([BLOCK_], float("-inf"), tl.float32), mask=p < k)
+
+
+@triton.jit
+def _exact_rounds(base, lo, hi, k, out_idx, out_val, BLOCK_: tl.constexpr, BINS_: tl.constexpr,
+                  WRITE_VALUES: tl.constexpr):
+    """The k largest of a window of more than k keys, exactly, whatever the scores: an interval
+    [c_lo, c_hi] of unsigned keys that holds the k-th largest, `above` (keys above c_hi, all in the
+    answer) and `need` (how many to take inside it), narrowed by rounds from the row's smallest and
+    largest keys. A round counts the keys inside in BINS_ bins of 2**shift keys (shift the least
+    that fits the interval) and keeps the bin of the need-th largest: the width falls by BINS_ at
+    least, so at most ceil(32 / log2(BINS_)) rounds, stopping once the interval's count is `need`
+    or it is one key (ties: the smallest positions win). Then the keys above c_hi and the first
+    `need` inside, in position order (slots by a prefix sum a block)."""
+    offs = tl.arange(0, BLOCK_)
+    need = k + 0
+    above = k * 0
+    kmax = tl.zeros([BLOCK_], tl.uint32)
+    kmin = tl.full([BLOCK_], 0xFFFFFFFF, tl.uint32)
+    for b0 in range(lo, hi, BLOCK_):
+        t = b0 + offs
+        m = t < hi
+        u = _ukey(tl.load(base + t, mask=m, other=0.0))
+        kmax = tl.maximum(kmax, tl.where(m, u, 0))
+        kmin = tl.minimum(kmin, tl.where(m, u, 0xFFFFFFFF))
+    c_lo = tl.min(kmin, 0)
+    c_hi = tl.max(kmax, 0)
+    count = hi - lo
+    bins = tl.arange(0, BINS_)
+    while (count != need) & (c_hi != c_lo):
+        span = c_hi - c_lo
+        shift = tl.full([], 0, tl.uint32)
+        while (span >> shift) >= BINS_:
+            shift += 1
+        width_m1 = (tl.full([], 1, tl.uint32) << shift) - 1  # a bin's keys, less one
+        counts = tl.zeros([BINS_], tl.int32)
+        for b0 in range(lo, hi, BLOCK_):
+            t = b0 + offs
+            u = _ukey(tl.load(base + t, mask=t < hi, other=0.0))
+            inside = (t < hi) & (u >= c_lo) & (u <= c_hi)
+            counts += tl.histogram(((u - c_lo) >> shift).to(tl.int32, bitcast=True), BINS_, mask=inside)
+        b, n_above = _threshold(counts, need, BINS_)
+        above += n_above
+        need -= n_above
+        count = tl.sum(tl.where(bins == b, counts, 0), 0)
+        new_lo = c_lo + (b.to(tl.uint32) << shift)
+        # bins below the interval's last one end inside it; the last one ends at c_hi
+        c_hi = tl.where(b.to(tl.uint32) < (span >> shift), new_lo + width_m1, c_hi)
+        c_lo = new_lo
     n_gt = above * 0
     n_in = above * 0
     for b0 in range(lo, hi, BLOCK_):
@@ -112,9 +192,3 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
             tl.store(out_val + slot, x, mask=keep)
         n_gt += tl.sum(gt.to(tl.int32), 0)
         n_in += tl.sum(inside.to(tl.int32), 0)
-    written = tl.minimum(tl.maximum(n, 0), k)
-    for p0 in range(written, k, BLOCK_):
-        p = p0 + offs
-        tl.store(out_idx + p, tl.full([BLOCK_], -1, tl.int32), mask=p < k)
-        if WRITE_VALUES:
-            tl.store(out_val + p, tl.full([BLOCK_], float("-inf"), tl.float32), mask=p < k)

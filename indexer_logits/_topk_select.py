@@ -129,7 +129,7 @@ def _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n) 
 
 
 def _select_row(logits, k, window, indices, values, lo, hi, lens, next_n) -> None:
-    """The one-kernel path (indexer_logits._topk_row): a program a row, no workspace."""
+    """The one-kernel path (indexer_logits._topk_row): a program a row, a candidate buffer of CAP a row."""
     rk = row_kernels()
     rows, width = logits.shape
     if rows == 0:
@@ -140,10 +140,11 @@ def _select_row(logits, k, window, indices, values, lo, hi, lens, next_n) -> Non
     val = indices if values is None else values
     pdl = rk.PDL and _pdl(logits.device)
     launch = {"num_warps": rk.NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": rk.NUM_WARPS}
+    cands = torch.empty((rows, rk.CAP), dtype=torch.int64, device=logits.device)
     rk.topk_row_kernel[(rows,)](logits, logits.stride(0), lo, hi, lens, next_n, width, k,
-                                indices, indices.stride(0), val, val.stride(0),
-                                WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.BINS, WRITE_VALUES=values is not None,
-                                PDL=pdl, **launch)
+                                indices, indices.stride(0), val, val.stride(0), cands,
+                                WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.BINS, CAP_=rk.CAP,
+                                WRITE_VALUES=values is not None, PDL=pdl, **launch)
 
 
 def _launch_setup(logits, indices, lo, hi, lens, next_n: int, cap: int):

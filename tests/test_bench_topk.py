@@ -20,7 +20,7 @@ def _run(*args):
 
 def test_help():
     proc = _run("--help")
-    assert proc.returncode == 0 and "--sweep" in proc.stdout and "--profile" in proc.stdout
+    assert proc.returncode == 0 and all(o in proc.stdout for o in ("--sweep", "--profile", "--crossover", "--paths"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
