@@ -2,7 +2,8 @@
 fp8_paged_mqa_topk_chunked and their bf16 twins.
 
 Each call scores with the logits kernels (the same dispatch and tables) and selects each row's k
-best keys on the device (two kernels, indexer_logits._topk_fused; _topk_select.PATH): int32
+best keys on the device (indexer_logits._topk_select.PATH "auto": four kernels, or one program a
+row where the rows fill the GPU's SMs once; _topk_select.pick_path): int32
 [rows, k] indices, -1 past a row's valid keys, in no particular order; ties at the k-th score go
 to the smallest indices. Decode indices are key positions (the logits columns, as SGLang's
 fast_topk_v2 and vLLM's top_k_per_row_decode return them); prefill indices are relative to the

@@ -31,11 +31,21 @@ from triton.language.extra import cuda as tl_cuda
 
 from ._topk_kernels import _digits, _key, _score, _threshold, _window
 
-BINS = 64          # bins of the one histogram round
-CAP = 1024         # candidates (bin t's scores) a row sorts; more take the exact path
-BLOCK = 4096       # keys a program reads a step
+# Launch settings, from bench.topk --sweep on the H200 (docs/perf_logs/topk_row_h200/call2_*): the
+# sort of the candidates costs what they are (128 x 8K, selection alone: 16 us at 512, 20 at
+# 1,024, 36 at 2,048), and bin t holds about width / BINS of them, so 512 candidates and bins
+# growing with the width (64 x 32K with 64 bins overflowed 512 into the exact path: 111 us;
+# with 128 bins, 46).
+BINS = None        # bins of the one histogram round: None = bins_for(width)
+CAP = 512          # candidates (bin t's scores) a row sorts; more take the exact path
+BLOCK = 8192       # keys a program reads a step
 NUM_WARPS = 16
 PDL = False        # launch as a programmatic dependent launch of the logits kernel (CUDA sm_90+)
+
+
+def bins_for(width: int) -> int:
+    """The histogram's bins for rows of `width` keys (BINS when set): 64 up to 8,192 keys, then 128."""
+    return BINS if BINS else (64 if width <= 8192 else 128)
 
 
 @triton.jit

@@ -8,6 +8,7 @@ from typing import Optional
 
 import torch
 
+from . import _api
 from ._api import get_num_sms
 
 WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
@@ -20,13 +21,26 @@ SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block p
 PDL = None            # kernels 2-4 as programmatic dependent launches: None = on CUDA sm_90+
 MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in registers
 # Which selection serves: "rounds" (_topk_kernels: range, two histogram rounds, compaction; four
-# kernels) or "fused" (_topk_fused: round 1 over a sampled range, then compaction and selection;
-# two kernels). Timed on the H200 in one process (bench.topk --paths rounds,fused, 2026-12-03,
-# docs/perf_logs/topk_h200/call6_*): rounds as fast or faster everywhere, decode 64x32K 117 vs 118
-# us, 1x1M 68 vs 85, prefill 4096x64K 7.6 vs 8.6 ms, 2048x1M 55 vs 91 ms; in the profile fused's
-# selection kernel alone takes 25 us at 64x32K, rounds' compaction 15. So rounds serves.
-PATH = "rounds"
+# kernels), "fused" (_topk_fused: round 1 over a sampled range, then compaction and selection; two
+# kernels), "row" (_topk_row: one kernel, a program a row) or "auto" (pick_path per call). Timed
+# on the H200 in one process (bench.topk, docs/perf_logs/topk_h200/call6_*, topk_row_h200/call2_*):
+# rounds as fast as fused or faster everywhere (decode 64x32K 117 vs 118 us, 1x1M 68 vs 85,
+# prefill 4096x64K 7.6 vs 8.6 ms); row faster where its programs fill the GPU once (128 rows of
+# 4K-32K keys, selection alone: 15.5-48 us against 17.8-53) and slower elsewhere (a program's
+# passes over one long row; a second wave past the SM count).
+PATH = "auto"
 PATHS = ("fused", "rounds", "row")
+ROW_MIN_FILL = 0.85    # row serves from this fraction of the SMs' count of rows up to that count
+ROW_MAX_WIDTH = 32768  # and rows of at most this many keys (the crossover measured 4K-32K)
+
+
+def pick_path(rows: int, width: int, device) -> str:
+    """The path "auto" stands for: row where one program a row fills the GPU in one wave (at 64
+    rows it left half the SMs idle and lost by 2-45%; at 256, two waves, by 10-20%), rounds
+    otherwise. The SM count is the device's own (not set_num_sms's, which sizes engines'
+    metadata)."""
+    sms = _api._device_sms() if device.type == "cuda" else _api.CPU_NUM_SMS
+    return "row" if ROW_MIN_FILL * sms <= rows <= sms and width <= ROW_MAX_WIDTH else "rounds"
 
 
 def kernels():
@@ -86,8 +100,10 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     scores into `values` when given. logits [R, W] float32 with unit column stride. `path`:
     which selection (PATH when None); returns the one that ran."""
     path = PATH if path is None else path
+    if path == "auto":
+        path = pick_path(logits.shape[0], logits.shape[1], logits.device)
     if path not in PATHS:
-        raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
+        raise ValueError(f"path: expected one of {PATHS} or 'auto', got {path!r}")
     if path == "fused":
         _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n)
         return path
@@ -143,7 +159,7 @@ def _select_row(logits, k, window, indices, values, lo, hi, lens, next_n) -> Non
     cands = torch.empty((rows, rk.CAP), dtype=torch.int64, device=logits.device)
     rk.topk_row_kernel[(rows,)](logits, logits.stride(0), lo, hi, lens, next_n, width, k,
                                 indices, indices.stride(0), val, val.stride(0), cands,
-                                WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.BINS, CAP_=rk.CAP,
+                                WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(width), CAP_=rk.CAP,
                                 WRITE_VALUES=values is not None, PDL=pdl, **launch)
 
 

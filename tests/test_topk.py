@@ -2,8 +2,9 @@
 and empty windows, the overflow path, the workspace left zero, and every entry point end to end.
 
 CPU: the selection kernels run under the interpreter (conftest); each test asserts that they, not
-the torch fallback, served the call, and the selection tests run both paths (S.PATHS: the
-two-kernel default and the four-kernel one)."""
+the torch fallback, served the call, and the selection tests run every path (S.PATHS: the
+four-kernel one, the two-kernel one, the one-program-a-row one; "auto" picks among the first and
+the last by shape)."""
 
 import pytest
 import torch
@@ -44,7 +45,7 @@ def _select(logits, k, lo, hi, values=True, path=None):
     idx = torch.full((rows, k), 7, dtype=torch.int32)
     val = torch.full((rows, k), 7.0) if values else None
     served = S.select_rows(logits, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path=path)
-    assert served == (path or S.PATH)
+    assert served == (path or S.pick_path(rows, logits.shape[1], logits.device))
     assert int(ws.abs().sum()) == 0, "the kernels must leave the workspace zero for the next block"
     return idx, val
 
@@ -145,6 +146,31 @@ def test_selection_k_values(k, path):
     assert_same_topk(idx, None, x, k, lo, hi)
 
 
+def test_auto_picks_the_row_path_where_one_wave_of_programs_fills_the_sms():
+    """PATH "auto": one program a row where the rows fill 85-100% of the SMs once (the H200's
+    crossover, docs/PERF.md "Top-k"), the four kernels otherwise; the interpreter counts 4 SMs."""
+    cpu = torch.device("cpu")
+    assert S.PATH == "auto"
+    assert [S.pick_path(r, 8192, cpu) for r in (1, 3, 4, 5, 64)] == ["rounds", "rounds", "row", "rounds", "rounds"]
+    assert S.pick_path(4, S.ROW_MAX_WIDTH, cpu) == "row" and S.pick_path(4, S.ROW_MAX_WIDTH + 1, cpu) == "rounds"
+    with pytest.raises(ValueError, match="^path: "):
+        S.select_rows(torch.zeros(1, 8), 2, S.WINDOW_LIMIT, torch.zeros(1, 2, dtype=torch.int32), None,
+                      S.workspace(1, cpu), lens=torch.ones(1, dtype=torch.int32), path="nope")
+
+
+@needs_interpreter
+def test_paged_topk_on_the_row_path(launches):
+    """Four rows of next_n 1 decode (the interpreter's 4 SMs, filled once): "auto" serves the call
+    by the one-kernel path, exact."""
+    inp = make_decode_inputs(Problem(), 4, 1024, seed=8)
+    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, inp.max_context_len)
+    idx, val = K.fp8_paged_mqa_topk(*args, 300, return_values=True)
+    assert launches["paths"] == ["row"]
+    logits = K.fp8_paged_mqa_logits(*args, True)
+    lo, hi = _row_windows_decode(inp.context_lens, 1, logits.shape[0])
+    assert_same_topk(idx, val, logits, 300, lo, hi)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="^k: "):
         S.check_k(0)
@@ -186,7 +212,7 @@ def test_paged_topk(dtype, next_n, lens_2d, launches):
     logits_fn = K.fp8_paged_mqa_logits if dtype == "fp8" else K.bf16_paged_mqa_logits
     args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, inp.max_context_len)
     idx, val = fn(*args, 300, return_values=True, scale_layout=layout)
-    assert launches["paths"] == [S.PATH] == ["rounds"], "the default selection (four kernels) must serve the call"
+    assert launches["paths"] == ["rounds"], "6+ rows on the interpreter's 4 'SMs': the four kernels serve the call"
     logits = logits_fn(*args, True, scale_layout=layout)
     lo, hi = _row_windows_decode(inp.context_lens, next_n, logits.shape[0])
     assert_same_topk(idx, val, logits, 300, lo, hi)

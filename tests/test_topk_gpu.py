@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(params=S.PATHS)
 def path(request, monkeypatch):
-    """Each selection path in turn serves the entry points (the default two-kernel one, the four-kernel one)."""
+    """Each selection path in turn serves the entry points (four kernels, two, one program a row)."""
     monkeypatch.setattr(S, "PATH", request.param)
     return request.param
 
@@ -120,7 +120,7 @@ def test_prefill_topk_memory_2048x1m():
 def test_selection_compiled_kinds(kind, path):
     """The compiled selection (atomics across programs, the last program's reads) on rows that send
     it down each branch: candidates in the buffer, ties at the k-th score, the overflow path, a
-    top the sampled range never saw; 16 rows of 64K keys, k 2048, both paths."""
+    top the sampled range never saw; 16 rows of 64K keys, k 2048, every path."""
     rows, width, k = 16, 65536, 2048
     g = torch.Generator(device="cuda").manual_seed(7)
     x = torch.randn(rows, width, device="cuda", generator=g)
