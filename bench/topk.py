@@ -314,7 +314,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--skip-prefill", action="store_true")
     ap.add_argument("--paths", default="fused,rounds",
-                    help="selection paths to time, comma-separated (indexer_logits._topk_select.PATHS); the first "
+                    help="selection paths to time, comma-separated (indexer_logits._topk_select.PATHS, or auto: "
+                         "the runtime's pick per shape); the first "
                          "is the table's +topk column")
     ap.add_argument("--crossover", action="store_true",
                     help="the selection alone per path over rows x widths of decode logits (where one path overtakes)")
@@ -323,8 +324,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from indexer_logits._topk_select import PATHS
     paths = tuple(p for p in a.paths.split(",") if p)
-    if not paths or any(p not in PATHS for p in paths):
-        ap.error(f"--paths: expected a comma-separated subset of {','.join(PATHS)}, got {a.paths!r}")
+    if not paths or any(p not in PATHS + ("auto",) for p in paths):
+        ap.error(f"--paths: expected a comma-separated subset of {','.join(PATHS)},auto, got {a.paths!r}")
     import torch
     if not torch.cuda.is_available():
         print("bench.topk: needs a CUDA device", file=sys.stderr)
