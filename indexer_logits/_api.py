@@ -112,10 +112,11 @@ def get_num_sms() -> int:
     return _device_sms()
 
 
-def _device_sms() -> int:
+def _device_sms(index: Optional[int] = None) -> int:
+    """The SM count of CUDA device `index` (the current one when None), cached; CPU_NUM_SMS without CUDA."""
     if not torch.cuda.is_available():
         return CPU_NUM_SMS
-    index = torch.cuda.current_device()
+    index = torch.cuda.current_device() if index is None else index
     count = _device_num_sms.get(index)
     if count is None:
         count = _device_num_sms[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)

@@ -38,8 +38,8 @@ def pick_path(rows: int, width: int, device) -> str:
     """The path "auto" stands for: row where one program a row fills the GPU in one wave (at 64
     rows it left half the SMs idle and lost by 2-45%; at 256, two waves, by 10-20%), rounds
     otherwise. The SM count is the device's own (not set_num_sms's, which sizes engines'
-    metadata)."""
-    sms = _api._device_sms() if device.type == "cuda" else _api.CPU_NUM_SMS
+    metadata), of the logits' device."""
+    sms = _api._device_sms(device.index) if device.type == "cuda" else _api.CPU_NUM_SMS
     return "row" if ROW_MIN_FILL * sms <= rows <= sms and width <= ROW_MAX_WIDTH else "rounds"
 
 
