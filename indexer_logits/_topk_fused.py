@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_kernels import _digits, _key, _overflow, _score, _threshold, _window
+from ._topk_kernels import _count_d1, _digits, _key, _mapping, _overflow, _score, _threshold, _window
 
 CAP = 4096       # candidates (the scores of bin t1) a row keeps (300-1,000 on the bench inputs)
 CB = 512         # candidates the last program reads at a time: 64 registers for the kernel on sm_90, 8
@@ -56,11 +56,7 @@ def _sample_mapping(base, lo, hi, SAMPLE_: tl.constexpr, BINS_: tl.constexpr):
     key = _key(x)
     kmax = tl.max(tl.where(ok_t, key, -2147483647 - 1), 0)
     kmin = tl.min(tl.where(ok_t & (x > float("-inf")), key, 2147483647), 0)
-    lo_score = _score(kmin)
-    span = _score(kmax) - lo_score
-    ok = (span > 0) & (span < float("inf"))
-    scale = tl.where(ok, BINS_ / tl.where(ok, span, 1.0), 0.0)
-    return tl.where(ok, lo_score, 0.0), scale
+    return _mapping(kmin, kmax, BINS_)
 
 
 @triton.jit
@@ -82,13 +78,7 @@ def topk_round1_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, 
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     if end > start:
-        offs = tl.arange(0, BLOCK)
-        counts = tl.zeros([BINS_], tl.int32)
-        for b0 in range(start, end, BLOCK):
-            t = b0 + offs
-            m = t < end
-            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
-            counts += tl.histogram(d1, BINS_, mask=m)
+        counts = _count_d1(base, start, end, m_lo, scale, BLOCK, BINS_)
         tl.atomic_add(st + 16 + tl.arange(0, BINS_), counts, mask=counts != 0, sem="relaxed")
 
 

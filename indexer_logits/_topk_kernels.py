@@ -78,16 +78,52 @@ def _score(key):
 
 
 @triton.jit
-def _range(st, BINS_: tl.constexpr):
-    """(m, BINS / (M - m)) of the row; a scale of 0 (every score in bin 0, hence the exact
-    overflow path) where the range is empty, a single value, or not finite."""
-    kmax = (tl.load(st + 10).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
-    kmin = ((~tl.load(st + 11)).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
+def _key_range(base, start, end, BLOCK: tl.constexpr):
+    """(smallest finite key, largest key) of the scores base[start:end] (end > start)."""
+    offs = tl.arange(0, BLOCK)
+    kmax = tl.full([BLOCK], -2147483647 - 1, tl.int32)
+    kmin = tl.full([BLOCK], 2147483647, tl.int32)
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        x = tl.load(base + t, mask=m, other=float("-inf"))
+        key = _key(x)
+        kmax = tl.maximum(kmax, tl.where(m, key, kmax))
+        kmin = tl.minimum(kmin, tl.where(m & (x > float("-inf")), key, kmin))
+    return tl.min(kmin, 0), tl.max(kmax, 0)
+
+
+@triton.jit
+def _mapping(kmin, kmax, BINS_: tl.constexpr):
+    """(m, BINS / (M - m)) for scores of keys kmin..kmax: a scale of 0 (every score in bin 0, hence
+    the exact overflow path) where the range is empty, a single value, or not finite."""
     lo_score = _score(kmin)
     span = _score(kmax) - lo_score
     ok = (span > 0) & (span < float("inf"))
     scale = tl.where(ok, BINS_ / tl.where(ok, span, 1.0), 0.0)
     return tl.where(ok, lo_score, 0.0), scale
+
+
+@triton.jit
+def _count_d1(base, start, end, m_lo, scale, BLOCK: tl.constexpr, BINS_: tl.constexpr):
+    """The BINS_-bin histogram of d1 (_digits) over the scores base[start:end]."""
+    offs = tl.arange(0, BLOCK)
+    counts = tl.zeros([BINS_], tl.int32)
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+        counts += tl.histogram(d1, BINS_, mask=m)
+    return counts
+
+
+@triton.jit
+def _range(st, BINS_: tl.constexpr):
+    """(m, BINS / (M - m)) of the row; a scale of 0 (every score in bin 0, hence the exact
+    overflow path) where the range is empty, a single value, or not finite."""
+    kmax = (tl.load(st + 10).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
+    kmin = ((~tl.load(st + 11)).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
+    return _mapping(kmin, kmax, BINS_)
 
 
 @triton.jit
@@ -124,19 +160,10 @@ def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, w
     base = logits_ptr + row.to(tl.int64) * stride_row
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
-    offs = tl.arange(0, BLOCK)
-    kmax = tl.full([BLOCK], -2147483647 - 1, tl.int32)
-    kmin = tl.full([BLOCK], 2147483647, tl.int32)
-    for b0 in range(start, end, BLOCK):
-        t = b0 + offs
-        m = t < end
-        x = tl.load(base + t, mask=m, other=float("-inf"))
-        key = _key(x)
-        kmax = tl.maximum(kmax, tl.where(m, key, kmax))
-        kmin = tl.minimum(kmin, tl.where(m & (x > float("-inf")), key, kmin))
     if end > start:
-        ukmax = (tl.max(kmax, 0) ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
-        not_ukmin = (~(tl.min(kmin, 0) ^ (-2147483647 - 1))).to(tl.uint32, bitcast=True)
+        kmin, kmax = _key_range(base, start, end, BLOCK)
+        ukmax = (kmax ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
+        not_ukmin = (~(kmin ^ (-2147483647 - 1))).to(tl.uint32, bitcast=True)
         ust = st.to(tl.pointer_type(tl.uint32))
         tl.atomic_max(ust + 10, ukmax, sem="relaxed")
         tl.atomic_max(ust + 11, not_ukmin, sem="relaxed")
@@ -175,12 +202,7 @@ def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wi
         m_lo, scale = _range(st, BINS_)
         offs = tl.arange(0, BLOCK)
         if ROUND == 1:
-            counts = tl.zeros([BINS_], tl.int32)
-            for b0 in range(start, end, BLOCK):
-                t = b0 + offs
-                m = t < end
-                d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
-                counts += tl.histogram(d1, BINS_, mask=m)
+            counts = _count_d1(base, start, end, m_lo, scale, BLOCK, BINS_)
             tl.atomic_add(st + 16 + tl.arange(0, BINS_), counts, mask=counts != 0, sem="relaxed")
         else:
             t1, above1 = _threshold(tl.load(st + 16 + tl.arange(0, BINS_)), k, BINS_)

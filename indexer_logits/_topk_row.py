@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_kernels import _digits, _key, _score, _threshold, _window
+from ._topk_kernels import _count_d1, _digits, _key, _key_range, _mapping, _score, _threshold, _window
 
 # Launch settings, from bench.topk --sweep on the H200 (docs/perf_logs/topk_row_h200/call2_*): the
 # sort of the candidates costs what they are (128 x 8K, selection alone: 16 us at 512, 20 at
@@ -78,26 +78,9 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
             if WRITE_VALUES:
                 tl.store(out_val + (t - lo), tl.load(base + t, mask=m, other=0.0), mask=m)
     else:
-        kmax = tl.full([BLOCK_], -2147483647 - 1, tl.int32)
-        kmin = tl.full([BLOCK_], 2147483647, tl.int32)
-        for b0 in range(lo, hi, BLOCK_):
-            t = b0 + offs
-            m = t < hi
-            x = tl.load(base + t, mask=m, other=float("-inf"))
-            key = _key(x)
-            kmax = tl.maximum(kmax, tl.where(m, key, kmax))
-            kmin = tl.minimum(kmin, tl.where(m & (x > float("-inf")), key, kmin))
-        lo_score = _score(tl.min(kmin, 0))
-        span = _score(tl.max(kmax, 0)) - lo_score
-        ok = (span > 0) & (span < float("inf"))
-        scale = tl.where(ok, BINS_ / tl.where(ok, span, 1.0), 0.0)  # 0: every score in bin 0
-        m_lo = tl.where(ok, lo_score, 0.0)
-        counts = tl.zeros([BINS_], tl.int32)
-        for b0 in range(lo, hi, BLOCK_):
-            t = b0 + offs
-            m = t < hi
-            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
-            counts += tl.histogram(d1, BINS_, mask=m)
+        kmin, kmax = _key_range(base, lo, hi, BLOCK_)
+        m_lo, scale = _mapping(kmin, kmax, BINS_)  # a scale of 0: every score in bin 0
+        counts = _count_d1(base, lo, hi, m_lo, scale, BLOCK_, BINS_)
         bt, above = _threshold(counts, k, BINS_)
         in_bin = tl.sum(tl.where(tl.arange(0, BINS_) == bt, counts, 0), 0)
         if in_bin <= CAP_:
