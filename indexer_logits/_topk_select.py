@@ -150,35 +150,39 @@ def _select_row(logits, k, window, indices, values, lo, hi, lens, next_n) -> Non
     rows, width = logits.shape
     if rows == 0:
         return
-    lo = indices if lo is None else lo
-    hi = indices if hi is None else hi
-    lens = indices if lens is None else lens
-    val = indices if values is None else values
     pdl = rk.PDL and _pdl(logits.device)
-    launch = {"num_warps": rk.NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": rk.NUM_WARPS}
+    val = indices if values is None else values
     cands = torch.empty((rows, rk.CAP), dtype=torch.int64, device=logits.device)
-    rk.topk_row_kernel[(rows,)](logits, logits.stride(0), lo, hi, lens, next_n, width, k,
+    rk.topk_row_kernel[(rows,)](*_window_args(logits, indices, lo, hi, lens, next_n), k,
                                 indices, indices.stride(0), val, val.stride(0), cands,
                                 WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(width), CAP_=rk.CAP,
-                                WRITE_VALUES=values is not None, PDL=pdl, **launch)
+                                WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, rk.NUM_WARPS))
 
 
 def _launch_setup(logits, indices, lo, hi, lens, next_n: int, cap: int):
-    """What both paths launch with: the grid (a program per row and chunk), the chunk length, the
-    window arguments every kernel takes first (an absent lo / hi / lens stands in as `indices`:
-    never read then), the candidate buffer of `cap` a row, whether to launch with PDL, and the
-    launch options."""
+    """What the four- and two-kernel paths launch with: the grid (a program per row and chunk),
+    the chunk length, the window arguments every kernel takes first, the candidate buffer of `cap`
+    a row, whether to launch with PDL, and the launch options."""
     rows, width = logits.shape
     chunk = chunk_size(rows, width)
     grid = (rows, max(1, -(-width // chunk)))
+    cands = torch.empty((rows, cap), dtype=torch.int64, device=logits.device)
+    pdl = _pdl(logits.device)
+    return (grid, chunk, _window_args(logits, indices, lo, hi, lens, next_n), cands, pdl,
+            _launch_options(pdl, NUM_WARPS))
+
+
+def _window_args(logits, indices, lo, hi, lens, next_n: int) -> tuple:
+    """The arguments every selection kernel takes first (_topk_kernels._window reads the ones its
+    WINDOW needs; an absent lo / hi / lens stands in as `indices`: never read then)."""
     lo = indices if lo is None else lo
     hi = indices if hi is None else hi
     lens = indices if lens is None else lens
-    cands = torch.empty((rows, cap), dtype=torch.int64, device=logits.device)
-    window_args = (logits, logits.stride(0), lo, hi, lens, next_n, width)
-    pdl = _pdl(logits.device)
-    launch = {"num_warps": NUM_WARPS, "launch_pdl": True} if pdl else {"num_warps": NUM_WARPS}
-    return grid, chunk, window_args, cands, pdl, launch
+    return (logits, logits.stride(0), lo, hi, lens, next_n, logits.shape[1])
+
+
+def _launch_options(pdl: bool, num_warps: int) -> dict:
+    return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
 
 
 def _pdl(device) -> bool:
