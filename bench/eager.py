@@ -13,7 +13,9 @@ the dispatch lookup, the module's launch(), and inside it the cache views, the g
 descriptor; then the top functions of a cProfile of the call with the fast path off. Under
 Triton 3.6.0 the replay launches directly (indexer_logits._direct_launch; `direct` true): then
 `tensors` is the call with tensors handed to the launcher as tensors, not addresses, and
-`tritons_launcher` the call through Triton's launcher, as before the direct launch.
+`tritons_launcher` the call through Triton's launcher, as before the direct launch. `guarded`
+and `exact_key`: the call found through the guard index (indexer_logits._call_key) and by its
+exact key alone, alternated three times.
 Wherever `import deep_gemm` works (tuner/baselines.py), each case gets a DeepGEMM row beside
 ours, in the same process at the same shapes: its host time per call (`call`), per call with
 the GPU (`eager`) and, for decode, of its get_paged_mqa_logits_metadata call (`metadata`; the
@@ -104,6 +106,7 @@ def _fast_and_full(row: dict, call, call_alloc, calls: int) -> None:
     row["call_us"] = _us(call, calls)
     row["alloc_us"] = _us(call_alloc, calls)
     row["replayed"] = served() - before >= 2 * calls  # the first call of each records; warm-ups replay too
+    _guard_ab(row, call, calls)
     _direct_ab(row, call, calls)
     os.environ[_fastpath.ENV_FAST_LAUNCH] = "0"
     try:
@@ -113,6 +116,28 @@ def _fast_and_full(row: dict, call, call_alloc, calls: int) -> None:
     finally:
         del os.environ[_fastpath.ENV_FAST_LAUNCH]
     row["eager_us"] = _eager_us(call, max(200, calls // 10))
+
+
+def _guard_ab(row: dict, call, calls: int, rounds: int = 3) -> None:
+    """The served call found through the guard index (indexer_logits._call_key, `guarded`) and by
+    its exact key alone (`exact_key`, as before the index), alternated `rounds` times in this
+    process; each the median of its rounds. `guards`: whether this torch's TensorGuards passed."""
+    import statistics
+    from indexer_logits import _call_key
+    saved = _call_key.GUARDS
+    row["guards"] = saved is not None
+    if saved is None:
+        return
+    guarded, exact = [], []
+    try:
+        for _ in range(rounds):
+            guarded.append(_us(call, calls))
+            _call_key.GUARDS = None
+            exact.append(_us(call, calls))
+            _call_key.GUARDS = saved
+    finally:
+        _call_key.GUARDS = saved
+    row["guarded_us"], row["exact_key_us"] = statistics.median(guarded), statistics.median(exact)
 
 
 def _direct_ab(row: dict, call, calls: int) -> None:

@@ -10,7 +10,9 @@ K given as (k, k_scale)), so it runs anywhere and isolates the package's own wor
 - `replay`, `replay_alloc`: Replay.__call__ with out= given and with out=None (the output
   allocated per call), over a stand-in CompiledKernel whose launcher returns at once and a
   stand-in driver (stream 0): everything but Triton's launcher and the CUDA calls;
-- `served`: key + lookup + replay, what the call adds to the launcher, with out= and without.
+- `served`: key + lookup + replay, what the call adds to the launcher, with out= and without;
+- `guarded`: the same call as the entry points serve it (_fastpath.serve_any: the guard index of
+  indexer_logits._call_key, where this torch's TensorGuards passed its self-test, else the key);
 - `launcher` (under Triton 3.6.0, whose launcher it builds): Triton's CudaLauncher as a replay
   called it before (its __call__, wrap_handle_tensordesc's expansion, make_tensordesc_arg) and
   `direct`, indexer_logits._direct_launch's call of the same C launch with a cached tensor map,
@@ -91,6 +93,9 @@ def measure(case, number: int, repeat: int) -> dict:
     key = _fastpath.key_of(tag, tensors, scalars)
     replay = _replay(inputs, out_index)
     _fastpath._REPLAYS[key] = replay
+    from indexer_logits import _call_key
+    skeleton, flat = _call_key.skeleton_of(tag, tensors, scalars)
+    _call_key.file(skeleton, flat, replay)  # as record() files it (nothing where GUARDS is None)
     no_out = list(inputs)
     no_out[out_index] = None
     assert replay(list(inputs), out_index) is not None, "the stand-in replay did not launch (no triton imported?)"
@@ -103,12 +108,15 @@ def measure(case, number: int, repeat: int) -> dict:
         "replay_alloc": "replay(list(no_out), i)",
         "served": "F.get(F.key_of(tag, tensors, scalars))(list(inputs), i)",
         "served_alloc": "F.get(F.key_of(tag, tensors, scalars))(list(no_out), i)",
+        "guarded": "F.serve_any(tag, tensors, scalars, list(inputs), i)",
     }
     row = {"case": name}
     for name, stmt in stmts.items():
         best = min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat))
         row[f"{name}_us"] = round(best / number * 1e6, 3)
+    row["guards"] = _call_key.GUARDS is not None
     del _fastpath._REPLAYS[key]
+    _call_key.clear()
     return row
 
 

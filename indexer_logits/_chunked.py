@@ -23,9 +23,9 @@ def _chunked_selection(q, a) -> Selection:
 def _chunked(q, kv_cache, weights, row_request, row_limit, block_table, max_context_len, clean_logits, out,
              scale_layout, check_values) -> torch.Tensor:
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
-    key = _fastpath.call_key("chunked", (q, kv_cache, weights, row_request, row_limit, block_table, out),
-                             (max_context_len, clean_logits, scale_layout, check_values))
-    served = _fastpath.serve(key, [q, kv_cache, weights, row_request, row_limit, block_table, out], 6)
+    served, key = _fastpath.serve_call("chunked", (q, kv_cache, weights, row_request, row_limit, block_table, out),
+                                       (max_context_len, clean_logits, scale_layout, check_values),
+                                       [q, kv_cache, weights, row_request, row_limit, block_table, out], 6)
     if served is not None:
         return served
     device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")

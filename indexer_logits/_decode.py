@@ -23,10 +23,10 @@ def _decode_selection(q, a, max_context_len: int) -> Selection:
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
            out, scale_layout, check_values, enable_pdl, indices=None, logits_dtype=torch.float32) -> torch.Tensor:
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
-    key = _fastpath.call_key("paged", (q, kv_cache, weights, context_lens, block_table, out, indices),
-                             (max_context_len, clean_logits, scale_layout, check_values, enable_pdl,
-                              type(schedule_meta), logits_dtype))
-    served = _fastpath.serve(key, [q, kv_cache, weights, context_lens, block_table, out], 5)
+    served, key = _fastpath.serve_call("paged", (q, kv_cache, weights, context_lens, block_table, out, indices),
+                                       (max_context_len, clean_logits, scale_layout, check_values, enable_pdl,
+                                        type(schedule_meta), logits_dtype),
+                                       [q, kv_cache, weights, context_lens, block_table, out], 5)
     if served is not None:
         return served
     if schedule_meta is not None and not isinstance(schedule_meta, torch.Tensor):

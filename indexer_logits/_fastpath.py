@@ -9,10 +9,11 @@ So the first call of a key runs the whole path and, while its module's launch() 
 the one kernel launch it makes: the grid, every argument, the CompiledKernel that ran. A call
 whose key matches is then that launch again with the call's own tensors in the recorded slots.
 
-The key holds everything the checks, the dispatch and a module's launch() read: each tensor's
-shape, strides, dtype, device and address modulo 16 (Triton specialises pointers on 16-byte
-alignment, and the cache descriptor needs it), the scalar arguments with their types, and the
-environment settings of this package and of Triton's interpreter. A module's launch() must
+The key (indexer_logits._call_key) holds everything the checks, the dispatch and a module's
+launch() read: each tensor's shape, strides, dtype, device and address modulo 16, the scalar
+arguments with their types, and the environment settings of this package and of Triton's
+interpreter. A call finds its launch through the guard index first (torch's C++ tensor guards,
+about a third of the key's host time), then by its exact key. A module's launch() must
 derive its non-tensor arguments from those alone (the generated ones do: shapes, strides and
 flags); its tensor arguments must be its inputs or views of them at offset 0 (the same address),
 or a TensorDescriptor over one. A launch that breaks this (an allocation, an offset view, two
@@ -35,39 +36,16 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from . import _direct_launch
+from . import _call_key, _direct_launch
+from ._call_key import ENV_FAST_LAUNCH, key_of, skeleton_of, watch_env  # noqa: F401  (watch_env: the modules' registry)
 
-ENV_FAST_LAUNCH = "INDEXER_LOGITS_FAST_LAUNCH"
 _OFF = ("0", "false", "no", "off")
-
-# The environment settings a key holds (a change of any makes other keys). Read through
-# os.environ's own dict where CPython exposes it: four os.environ.get calls cost ~3 us a call.
-_WATCHED: list[str] = [ENV_FAST_LAUNCH, "TRITON_INTERPRET"]
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENCODE = getattr(os.environ, "encodekey", None)
-_WATCHED_KEYS: tuple = ()
 
 _REPLAYS: dict[tuple, "Replay"] = {}
 _UNCACHEABLE: dict[tuple, str] = {}  # key -> why its launch is not replayed (not retried)
 _RECORD_LOCK = threading.RLock()
 MAX_KEYS = 4096  # a bound on the cache: engines call a few hundred shapes; a sweep may call more
-
-
-def watch_env(name: str) -> None:
-    """Make `name` part of every key (the modules that read an environment variable register it)."""
-    global _WATCHED_KEYS
-    if name not in _WATCHED:
-        _WATCHED.append(name)
-    _WATCHED_KEYS = tuple(_ENCODE(n) for n in _WATCHED) if isinstance(_ENV_DATA, dict) and _ENCODE else ()
-
-
-watch_env(ENV_FAST_LAUNCH)
-
-
-def _env_state() -> tuple:
-    if _WATCHED_KEYS:
-        return tuple(map(_ENV_DATA.get, _WATCHED_KEYS))
-    return tuple([os.environ.get(n) for n in _WATCHED])
+_Tensor = torch.Tensor
 
 
 def enabled() -> bool:
@@ -75,46 +53,57 @@ def enabled() -> bool:
 
 
 def call_key(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> Optional[tuple]:
-    """The key of a call whose first tensor is a CUDA tensor, else None (nothing is cached)."""
+    """The exact key of a call whose first tensor is a CUDA tensor, else None (nothing is cached)."""
     first = tensors[0]
-    if type(first) is not torch.Tensor or not first.is_cuda:
+    if type(first) is not _Tensor or not first.is_cuda:
         return None
     return key_of(tag, tensors, scalars)
 
 
-_Tensor = torch.Tensor
+class CallKey:
+    """A call's exact key (`exact`, as key_of gives it) and where the guard index files the call."""
+
+    __slots__ = ("exact", "skeleton", "flat")
+
+    def __init__(self, exact: tuple, skeleton: Optional[tuple], flat: Optional[list]):
+        self.exact, self.skeleton, self.flat = exact, skeleton, flat
 
 
-def key_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> Optional[tuple]:
-    """call_key without its CUDA gate (bench.fastpath times it on CPU tensors).
+def serve_call(tag: str, tensors: Sequence[Any], scalars: Sequence[Any], inputs: list, out_index: int):
+    """(output, key): the output of the launch recorded for this call run over `inputs` (see
+    Replay.__call__), or None with the CallKey record() takes (None: nothing may be cached).
 
-    One flat tuple, built with the fewest Python objects (the key is paid on every call): the tag,
-    the watched environment's values (a tuple), then per argument a tensor's shape, strides, dtype, device and
-    address mod 16 (five items, the shape first: a torch.Size), None, or a tuple or list of
-    tensors and Nones as its (type, length) and then its items the same way; then the scalars'
-    values and their types (1, True and 1.0 are equal values of three types). The encoding reads
-    back one way only (a torch.Size, None or a (type, length) pair opens each item), so two
-    argument lists never share a key. Anything else gives None."""
-    parts: list = [tag, _env_state()]
-    for t in tensors:
-        if type(t) is _Tensor:
-            parts += (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
-        elif t is None:
-            parts.append(None)
-        elif type(t) is tuple or type(t) is list:
-            parts.append((type(t), len(t)))
-            for x in t:
-                if type(x) is _Tensor:
-                    parts += (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15)
-                elif x is None:
-                    parts.append(None)
-                else:
-                    return None
-        else:
-            return None
-    parts += scalars
-    parts += map(type, scalars)
-    return tuple(parts)
+    The guard index first (indexer_logits._call_key); where it misses, the exact key."""
+    first = tensors[0]
+    if type(first) is not _Tensor or not first.is_cuda:
+        return None, None
+    return serve_any(tag, tensors, scalars, inputs, out_index)
+
+
+def serve_any(tag: str, tensors: Sequence[Any], scalars: Sequence[Any], inputs: list, out_index: int):
+    """serve_call without its CUDA gate (the CPU tests and bench.fastpath run it on CPU tensors)."""
+    skeleton, flat = (None, None) if _call_key.GUARDS is None else skeleton_of(tag, tensors, scalars)
+    if skeleton is not None:
+        replay = _call_key.find(skeleton, flat)
+        if replay is not None:
+            out = replay(inputs, out_index)
+            if out is not None:
+                return out, None
+    exact = key_of(tag, tensors, scalars)
+    if exact is None:
+        return None, None
+    key = CallKey(exact, skeleton, flat)
+    replay = get(exact)
+    if replay is not None:
+        out = replay(inputs, out_index)
+        if out is not None:
+            _call_key.file(skeleton, flat, replay)  # a guard for this call's tensors (e.g. other dispatch keys)
+            return out, None
+    return None, key
+
+
+def _exact(key) -> Optional[tuple]:
+    return key.exact if type(key) is CallKey else key
 
 
 def get(key: Optional[tuple]) -> Optional["Replay"]:
@@ -139,6 +128,7 @@ def clear() -> None:
     with _RECORD_LOCK:
         _REPLAYS.clear()
         _UNCACHEABLE.clear()
+        _call_key.clear()
         _direct_launch.clear()
 
 
@@ -147,8 +137,8 @@ def replays() -> dict[tuple, "Replay"]:
     return dict(_REPLAYS)
 
 
-def why_not_cached(key: tuple) -> Optional[str]:
-    return _UNCACHEABLE.get(key)
+def why_not_cached(key) -> Optional[str]:
+    return _UNCACHEABLE.get(_exact(key))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,11 +172,14 @@ def _kernels_of(module_globals: dict) -> list[str]:
             if n.endswith("_kernel") and type(v).__name__ == "JITFunction" and hasattr(v, "run")]
 
 
-def record(key: Optional[tuple], launch, args: tuple, kwargs: dict, inputs: list, out_index: int):
+def record(key, launch, args: tuple, kwargs: dict, inputs: list, out_index: int):
     """launch(*args, **kwargs), a module's launch(), and return what it returns. With a key and
     the fast path enabled, its kernel launch is watched and kept for the key as a Replay over
     `inputs`: the call's tensors as the caller will hand them to the replay (the launch's tensor
-    arguments must be at their addresses), inputs[out_index] the output it writes."""
+    arguments must be at their addresses), inputs[out_index] the output it writes. `key`: the
+    CallKey serve_call gave (the launch is filed in the guard index too) or an exact key (a tuple)."""
+    call = key if type(key) is CallKey else None
+    key = _exact(key)
     try:
         skip = key is None or key in _UNCACHEABLE or len(_REPLAYS) >= MAX_KEYS or not enabled()
     except TypeError:  # an unhashable scalar in the key
@@ -211,6 +204,8 @@ def record(key: Optional[tuple], launch, args: tuple, kwargs: dict, inputs: list
     try:
         replay = Replay.build(jit, watch.calls, inputs, (tuple(out.shape), out.dtype))
         _REPLAYS[key] = replay
+        if call is not None:
+            _call_key.file(call.skeleton, call.flat, replay)
     except _NotReplayable as exc:
         _UNCACHEABLE[key] = str(exc)
     return result

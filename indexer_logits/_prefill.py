@@ -65,9 +65,9 @@ def _ragged_wide(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, key=N
 def _replay_inputs(q, kv, weights, ks, ke, out) -> list:
     """The call's tensors as a recorded launch takes them: kv's parts as given (a 2-D k_scale
     [Nk, 1] is at the address of the [Nk] view the kernel gets)."""
-    if type(kv) is torch.Tensor:
-        return [q, kv, None, weights, ks, ke, out]
-    return [q, kv[0], kv[1] if len(kv) > 1 else None, weights, ks, ke, out]
+    if type(kv) is tuple or type(kv) is list:  # anything else as it is: the full path's checks name it
+        return [q, kv[0] if kv else None, kv[1] if len(kv) > 1 else None, weights, ks, ke, out]
+    return [q, kv, None, weights, ks, ke, out]
 
 
 def _compressed(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, width: int) -> torch.Tensor:
@@ -96,10 +96,9 @@ def _compressed(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, width:
 def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen_k, out, check_values,
             names=LEGACY_WINDOW_NAMES, logits_dtype=torch.float32) -> torch.Tensor:
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
-    key = _fastpath.call_key("ragged", (q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out),
-                             (clean_logits, max_seqlen_k, check_values, names, logits_dtype))
-    served = None if key is None else _fastpath.serve(
-        key, _replay_inputs(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out), 6)
+    served, key = _fastpath.serve_call("ragged", (q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out),
+                                       (clean_logits, max_seqlen_k, check_values, names, logits_dtype),
+                                       _replay_inputs(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out), 6)
     if served is not None:
         return served
     if isinstance(q, torch.Tensor) and q.dtype == torch.bfloat16 and isinstance(kv, (tuple, list)) and len(kv) != 1:

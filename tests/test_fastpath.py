@@ -268,3 +268,99 @@ def test_an_unknown_triton_never_gets_the_direct_launch(monkeypatch):
     q, w, out = _inputs(0)
     F.record(("k",), mod.launch, (q, w, out, 2.0), {}, [q, w, out], 2)
     assert F.get(("k",)).direct is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The guard index (indexer_logits._call_key): a call finds its launch without its exact key.
+
+from indexer_logits import _call_key as K  # noqa: E402
+
+needs_guards = pytest.mark.skipif(K.GUARDS is None, reason="this torch's TensorGuards failed the self-test")
+
+
+def _serve(q, w, out, offset=2.0, mod=None):
+    """A call as an entry point makes it: serve_any, then on a miss the full path recorded."""
+    served, key = F.serve_any("t", (q, w, out), (offset,), [q, w, out], 2)
+    if served is not None:
+        return served, "served"
+    return F.record(key, mod.launch, (q, w, out, offset), {}, [q, w, out], 2), "recorded"
+
+
+@needs_guards
+def test_the_guard_index_serves_a_second_call_without_its_exact_key(monkeypatch):
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    assert _serve(q, w, out, mod=mod)[1] == "recorded"
+    q2, w2, out2 = _inputs(1)
+    monkeypatch.setattr(F, "key_of", lambda *a: pytest.fail("the exact key was built"))
+    got, how = _serve(q2, w2, out2, mod=mod)
+    assert how == "served" and got is out2 and torch.equal(out2, q2 * w2 + 2.0)
+    assert mod.kernel.runs == 1
+
+
+@needs_guards
+@pytest.mark.parametrize("change", list(_CHANGES))
+def test_a_guard_refuses_what_the_exact_key_tells_apart(change):
+    skeleton, flat = K.skeleton_of("t", (_T, (_T, None), None), (1, True))
+    K.file(skeleton, flat, "replay")
+    same, same_flat = K.skeleton_of("t", (_BASE[16:80].view(8, 8), (_T, None), None), (1, True))
+    assert K.find(same, same_flat) == "replay"  # another address on the same 16-byte grid
+    other = _CHANGES[change]()
+    for args in ((other, (_T, None), None), (_T, (other, None), None)):
+        sk, fl = K.skeleton_of("t", args, (1, True))
+        assert K.find(sk, fl) is None, args
+
+
+@needs_guards
+def test_the_skeleton_holds_scalars_their_types_the_structure_and_the_environment(monkeypatch):
+    def sk(args=(_T, (_T, None), None), scalars=(1, True), tag="t"):
+        return K.skeleton_of(tag, args, scalars)[0]
+    base = sk()
+    assert base != sk(scalars=(True, True)) and base != sk(scalars=(1.0, True)) and base != sk(tag="u")
+    assert base != sk(args=(_T, [_T, None], None)) and base != sk(args=(_T, (_T,), None))
+    assert base != sk(args=(_T, (_T, None), _T))
+    monkeypatch.setenv("INDEXER_LOGITS_CHECK_VALUES", "1")
+    assert base != sk()
+    assert K.skeleton_of("t", (_T, ("s",)), ()) == (None, None)
+
+
+@needs_guards
+def test_a_call_found_by_its_exact_key_files_its_own_guard():
+    """A guard also checks requires_grad (and dispatch keys): such a call misses the guard, is served
+    by its exact key, and files a guard of its own; the next one like it is found by the guard."""
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    _serve(q, w, out, mod=mod)
+    q2, w2, out2 = _inputs(1)
+    q2.requires_grad_(True)
+    skeleton, flat = K.skeleton_of("t", (q2, w2, out2), (2.0,))
+    assert K.find(skeleton, flat) is None  # the guard filed at recording wants requires_grad False
+    with torch.no_grad():
+        assert _serve(q2, w2, out2, mod=mod)[1] == "served"
+        skeleton, flat = K.skeleton_of("t", (q2, w2, out2), (2.0,))
+        assert K.find(skeleton, flat) is F.get(F.key_of("t", (q2, w2, out2), (2.0,)))
+    assert mod.kernel.runs == 1
+
+
+def test_without_guards_every_call_is_found_by_its_exact_key(monkeypatch):
+    monkeypatch.setattr(K, "GUARDS", None)
+    mod = _module(_PLAIN)
+    q, w, out = _inputs(0)
+    assert _serve(q, w, out, mod=mod)[1] == "recorded"
+    q2, w2, out2 = _inputs(1)
+    assert _serve(q2, w2, out2, mod=mod)[1] == "served" and torch.equal(out2, q2 * w2 + 2.0)
+    assert K._INDEX == {}
+
+
+def test_the_guard_self_test_refuses_a_guard_that_checks_nothing():
+    class Lax:
+        def __init__(self, *tensors, **kwargs):
+            pass
+
+        def check(self, *tensors):
+            return True
+    saved = K.GUARDS
+    try:
+        assert K._self_test(Lax) is False
+    finally:
+        K.GUARDS = saved

@@ -214,3 +214,29 @@ def test_cached_tensor_maps_follow_the_pool(monkeypatch, addresses):
     check(third)
     if direct and third.data_ptr() == address:
         assert len(replay.direct.map_slots[0][2]) == 2  # the address's map reused: it depends on nothing else
+
+
+def test_the_guard_index_serves_default_calls_without_their_exact_key(monkeypatch):
+    """On the GPU host's torch the guard index is on, and a shape's second call, decode and prefill,
+    is found by it (the exact key is never built), and computes what the full path computes."""
+    from indexer_logits import _call_key
+    assert _call_key.GUARDS is not None, "TensorGuards failed its self-test under this torch"
+    problem = Problem()
+    x = make_decode_inputs(problem, 16, 4096, seed=12, device="cuda")
+    a = x.args()
+    K.fp8_paged_mqa_logits(*a[:5], None, a[5], True)
+    pre = Problem(family="prefill_ragged", page_size=0)
+    p = make_prefill_inputs(pre, 256, 2048, "random", seed=13, device="cuda")
+    K.fp8_mqa_logits(p.q, p.kv, p.weights, p.cu_seqlen_ks, p.cu_seqlen_ke)
+    assert len(_fastpath.replays()) == 2, _fastpath._UNCACHEABLE
+    y = make_decode_inputs(problem, 16, 4096, seed=14, device="cuda")
+    b = y.args()
+    r = make_prefill_inputs(pre, 256, 2048, "random", seed=15, device="cuda")
+    with monkeypatch.context() as m:
+        m.setattr(_fastpath, "key_of", lambda *args: pytest.fail("the exact key was built"))
+        got = K.fp8_paged_mqa_logits(*b[:5], None, b[5], True)
+        got_prefill = K.fp8_mqa_logits(r.q, r.kv, r.weights, r.cu_seqlen_ks, r.cu_seqlen_ke)
+    assert sum(rp.calls for rp in _fastpath.replays().values()) == 2
+    assert torch.equal(got, _full_path(monkeypatch, lambda: K.fp8_paged_mqa_logits(*b[:5], None, b[5], True)))
+    assert torch.equal(got_prefill, _full_path(
+        monkeypatch, lambda: K.fp8_mqa_logits(r.q, r.kv, r.weights, r.cu_seqlen_ks, r.cu_seqlen_ke)))
