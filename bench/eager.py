@@ -15,7 +15,11 @@ Triton 3.6.0 the replay launches directly (indexer_logits._direct_launch; `direc
 `tensors` is the call with tensors handed to the launcher as tensors, not addresses, and
 `tritons_launcher` the call through Triton's launcher, as before the direct launch. `guarded`
 and `exact_key`: the call found through the guard index (indexer_logits._call_key) and by its
-exact key alone, alternated three times.
+exact key alone, alternated three times. Last, per case, our call and DeepGEMM's are alternated
+five times (`alternated`: the median of the rounds, `alternated_best`: the best; `_alloc`: ours
+with out=None, which allocates its output per call as DeepGEMM's does): the host's
+speed drifts within a run (the first case and the long-kernel case read up to 2x slower in every
+column, the pure-Python checks too), so the ratio of alternated figures is the comparison.
 Wherever `import deep_gemm` works (tuner/baselines.py), each case gets a DeepGEMM row beside
 ours, in the same process at the same shapes: its host time per call (`call`), per call with
 the GPU (`eager`) and, for decode, of its get_paged_mqa_logits_metadata call (`metadata`; the
@@ -35,6 +39,18 @@ import pstats
 import sys
 import time
 from pathlib import Path
+
+
+def _alternated(fns: dict, calls: int, rounds: int = 5) -> dict:
+    """Host us per call of each of `fns`, timed in turn `rounds` times (so the host's drift, which
+    moves figures up to 2x within one process on a shared GPU host, falls on each alike): the
+    median of its rounds and its best round."""
+    import statistics
+    seen: dict = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            seen[name].append(_us(fn, calls))
+    return {name: (statistics.median(v), min(v)) for name, v in seen.items()}
 
 
 def _us(fn, calls: int, batch: int = 200) -> float:
@@ -185,7 +201,8 @@ def decode_phases(il, batch: int, context: int, calls: int) -> dict:
     a = check_decode(q, kv, w, lens, bt, context, "page_blocked", check_values=False)
     sel = _decode_selection(q, a, context)
     mod = sys.modules[sel.launch.__module__]
-    row = {"case": f"decode {batch}x{context}", "rung": sel.rung, "variant": sel.variant}
+    row = {"case": f"decode {batch}x{context}", "rung": sel.rung, "variant": sel.variant, "_call": full,
+           "_alloc": alloc}
     _fast_and_full(row, full, alloc, calls)
     row.update({
            "checks_us": _us(lambda: check_decode(q, kv, w, lens, bt, context, "page_blocked", check_values=False), calls),
@@ -251,7 +268,8 @@ def prefill_phases(il, rows: int, keys: int, calls: int) -> dict:
     a = check_prefill(q, kv, w, ks, ke, check_values=False)
     sel = _ragged_selection(q, a)
     k, k_scale = _split_kv(q, kv)
-    row = {"case": f"prefill {rows}x{keys}", "rung": sel.rung, "variant": sel.variant}
+    row = {"case": f"prefill {rows}x{keys}", "rung": sel.rung, "variant": sel.variant, "_call": full,
+           "_alloc": alloc}
     _fast_and_full(row, full, alloc, calls)
     row.update({
            "checks_us": _us(lambda: check_prefill(q, kv, w, ks, ke, check_values=False), calls),
@@ -290,6 +308,7 @@ def deepgemm_row(dg, kind: str, size: tuple, calls: int) -> dict:
             return row
         row["call_us"] = _us(call, calls)
         row["eager_us"] = _eager_us(call, max(200, calls // 10))
+        row["_call"] = call
         if kind == "decode":
             row["metadata_us"] = _us(lambda: dg.module.get_paged_mqa_logits_metadata(lens, kv.shape[1],
                                                                                    dg.module.get_num_sms()), calls)
@@ -315,6 +334,14 @@ def main(argv=None) -> int:
         phases = decode_phases if kind == "decode" else prefill_phases
         rows.append(dict(phases(il, *size, args.calls), impl="indexer_logits"))
         rows.append(deepgemm_row(dg, kind, size, args.calls))
+    for mine, theirs in zip(rows[::2], rows[1::2]):  # ours and DeepGEMM's call alternated, per case
+        fns = {"ours": mine["_call"], "ours_alloc": mine["_alloc"]}
+        fns |= {"deep_gemm": theirs["_call"]} if "_call" in theirs else {}
+        for name, (median, best) in _alternated(fns, args.calls).items():
+            row, tag = (theirs, "") if name == "deep_gemm" else (mine, name[4:])
+            row[f"alternated{tag}_us"], row[f"alternated{tag}_best_us"] = median, best
+    for r in rows:
+        r.pop("_call", None), r.pop("_alloc", None)
     ours = [r for r in rows if r["impl"] == "indexer_logits"]
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -325,11 +352,21 @@ def main(argv=None) -> int:
         print("\n".join(r["profile"].splitlines()[:40]))
         if "direct_err" in r:
             print(f"direct launch: {r.get('direct_us', 'n/a')} us; {r['direct_err']}")
-    keys = list(dict.fromkeys(k for r in ours for k in r if k.endswith("_us"))) + ["metadata_us"]
+    keys = list(dict.fromkeys(k for r in ours for k in r if k.endswith("_us") and not k.startswith("alternated")))
+    keys.append("metadata_us")
     print("case".ljust(26) + "".join(k[:-3].rjust(9) for k in keys))
     for r in rows:
         label = r["case"] + (" DG" if r["impl"] == "deep_gemm" else "")
         print(label.ljust(26) + "".join((f"{r[k]:9.1f}" if k in r else " " * 9) for k in keys))
+    print("host us per call, ours and DeepGEMM's alternated 5 times (median / best round):")
+    for r in ours:
+        dg_row = next(d for d in rows if d["impl"] == "deep_gemm" and d["case"] == r["case"])
+        theirs = (f"DeepGEMM {dg_row['alternated_us']:.1f} / {dg_row['alternated_best_us']:.1f}; ours / DeepGEMM "
+                  f"{r['alternated_us'] / dg_row['alternated_us']:.2f} (out=None: "
+                  f"{r['alternated_alloc_us'] / dg_row['alternated_us']:.2f})"
+                  if "alternated_us" in dg_row else "DeepGEMM absent")
+        print(f"  {r['case']:20s} ours {r['alternated_us']:.1f} / {r['alternated_best_us']:.1f} (out=None: "
+              f"{r['alternated_alloc_us']:.1f} / {r['alternated_alloc_best_us']:.1f}); {theirs}")
     for r in rows:
         if r["impl"] == "deep_gemm":
             mine = next(o for o in ours if o["case"] == r["case"])
