@@ -8,7 +8,7 @@ watched environment. Built in Python it is five attribute reads a tensor, 3.8 us
 call on the 2-core CPU host and about twice that on the H200's (docs/PERF.md, "Host time").
 
 The guard index holds the same facts in another form: the call's skeleton (tag, environment,
-where the tensors, Nones and tuples are, the scalars and their types, the first tensor's shape)
+where the tensors, Nones and tuples are, the scalars and their types, the first two tensors' shapes)
 as a dict key, and for each launch recorded under it one torch TensorGuards (torch's C++ check
 of every tensor's Python type, dispatch keys (so device type), dtype, device index,
 requires_grad, sizes and strides: the checks torch.compile's guards were built on) with the
@@ -92,8 +92,9 @@ def key_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> Optional
 def skeleton_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> tuple:
     """(skeleton, flat tensors) of a call for the guard index, or (None, None) where key_of gives None.
 
-    The skeleton is key_of less each tensor's five items (a 1 stands for a tensor), plus the first
-    argument's shape (a key the dict can spread shapes over): what a guard does not check."""
+    The skeleton is key_of less each tensor's five items (a 1 stands for a tensor), plus the shapes
+    of the first two tensors (what the dict spreads the calls over: q's rows and the cache pool or
+    K's keys, the shapes an engine's calls vary in): what a guard does not check."""
     flat: list = []
     parts: list = [tag, env_state(), tensors[0].shape]
     for t in tensors:
@@ -114,6 +115,8 @@ def skeleton_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> tup
                     return None, None
         else:
             return None, None
+    if len(flat) > 1:
+        parts.append(flat[1].shape)
     parts += scalars
     parts += map(type, scalars)
     return tuple(parts), flat
@@ -168,13 +171,18 @@ def find(skeleton: tuple, flat: list):
     return None
 
 
-def file(skeleton: Optional[tuple], flat: Optional[list], replay) -> None:
-    """File `replay` (recorded, or found by its exact key) for calls with these tensors' guard."""
+def file(skeleton: Optional[tuple], flat: Optional[list], replay, recorded: bool = True) -> None:
+    """File `replay` for calls with these tensors' guard: a launch just `recorded` goes first (the
+    oldest of a full list goes), one found by its exact key only where the list has room, so that
+    more shapes than MAX_PER_SKELETON under one skeleton never build a guard a call (they are found
+    by their exact keys, as before the index)."""
     if GUARDS is None or skeleton is None:
         return
     try:
-        entry = (_guard_of(flat), [t.data_ptr() & 15 for t in flat], replay)
         old = _INDEX.get(skeleton, [])
+        if not recorded and len(old) >= MAX_PER_SKELETON:
+            return
+        entry = (_guard_of(flat), [t.data_ptr() & 15 for t in flat], replay)
     except Exception:  # an unhashable scalar, or a guard refused: that call keeps its exact key
         return
     _INDEX[skeleton] = [entry] + old[:MAX_PER_SKELETON - 1]  # a new list: a reader may be iterating the old

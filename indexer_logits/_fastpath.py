@@ -97,7 +97,7 @@ def serve_any(tag: str, tensors: Sequence[Any], scalars: Sequence[Any], inputs: 
     if replay is not None:
         out = replay(inputs, out_index)
         if out is not None:
-            _call_key.file(skeleton, flat, replay)  # a guard for this call's tensors (e.g. other dispatch keys)
+            _call_key.file(skeleton, flat, replay, recorded=False)  # a guard for these tensors (other dispatch keys)
             return out, None
     return None, key
 

@@ -364,3 +364,24 @@ def test_the_guard_self_test_refuses_a_guard_that_checks_nothing():
         assert K._self_test(Lax) is False
     finally:
         K.GUARDS = saved
+
+
+@needs_guards
+def test_more_shapes_than_a_skeleton_holds_never_build_a_guard_a_call(monkeypatch):
+    """Recordings push the oldest guard out; a call found by its exact key files one only where
+    the list has room, so rotating through more shapes than MAX_PER_SKELETON costs what the key did."""
+    monkeypatch.setattr(K, "MAX_PER_SKELETON", 2)
+    mod = _module(_PLAIN)
+    q, w, _ = _inputs(0)
+    outs = [torch.zeros(4, 8 + i) for i in range(3)]  # the third tensor's shape: one skeleton, three keys
+    for out in outs:
+        assert _serve(q, w, out, mod=mod)[1] == "recorded"
+    (skeleton,) = K._INDEX
+    assert len(K._INDEX[skeleton]) == 2 and len(F.replays()) == 3
+    monkeypatch.setattr(K, "_guard_of", lambda flat: pytest.fail("a guard was built for a call"))
+    got, how = _serve(q, w, outs[0], mod=mod)  # its guard was pushed out: found by its exact key
+    assert how == "served" and torch.equal(got[:, :8], q * w + 2.0)
+    assert len(K._INDEX[skeleton]) == 2
+    monkeypatch.setattr(F, "key_of", lambda *a: pytest.fail("the exact key was built"))
+    assert _serve(q, w, outs[2], mod=mod)[1] == "served"  # the newest: by its guard
+    assert mod.kernel.runs == 3
