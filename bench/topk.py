@@ -146,9 +146,8 @@ SWEEP = [dict(BINS=n, BLOCK=b, NUM_WARPS=4, PROGRAMS_PER_SM=p, SCAN_SLOTS=False,
 # the two-kernel path keeps a whole bin (hundreds of scores), not what two rounds leave (a handful)
 SWEEP_FUSED = [dict(s, CAP=s["CAP"] * 32) for s in SWEEP]
 # the one-program-a-row path (_topk_row): its bins, keys a step and warps a program
-# (its bins: _topk_row.bins_for; 512 candidates, measured best at every shape on 2026-12-04)
-SWEEP_ROW = [dict(BLOCK=b, NUM_WARPS=w, PDL=d, RANK_STEP=rs) for b in (4096, 8192) for w in (16, 32)
-             for d in (False, True) for rs in (0, 32)]
+SWEEP_ROW = [dict(BINS=n, CAP=c, BLOCK=b, NUM_WARPS=w, PDL=False) for n in (64, 128) for c in (512, 1024, 2048)
+             for b in (2048, 4096, 8192) for w in (8, 16, 32) if b >= 64 * w]
 
 
 def _sweep(logits, hi, k, path="rounds") -> list[dict]:
@@ -159,7 +158,7 @@ def _sweep(logits, hi, k, path="rounds") -> list[dict]:
     owners = {"BINS": KN, "CAP": F if path == "fused" else KN, "BLOCK": S, "NUM_WARPS": S, "PROGRAMS_PER_SM": S, "SCAN_SLOTS": S, "PDL": S}
     settings = SWEEP_FUSED if path == "fused" else SWEEP
     if path == "row":
-        owners = {"BLOCK": R, "NUM_WARPS": R, "PDL": R, "RANK_STEP": R}
+        owners = {"BINS": R, "CAP": R, "BLOCK": R, "NUM_WARPS": R, "PDL": R}
         settings = SWEEP_ROW
     saved = {n: getattr(owners[n], n) for n in owners}
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")

@@ -40,11 +40,7 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("fused: round 1 (sampled range)", F.topk_round1_kernel, {**common, "SAMPLE_": F.SAMPLE, "PDL": False}, w),
         ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}, w),
         ("row: the one kernel", R.topk_row_kernel,
-         {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False,
-          "RANK_STEP_": R.RANK_STEP}, R.NUM_WARPS),
-        ("row: sorting its candidates", R.topk_row_kernel,
-         {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False,
-          "RANK_STEP_": 0}, R.NUM_WARPS),
+         {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False}, R.NUM_WARPS),
     ]
 
 

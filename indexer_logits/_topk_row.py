@@ -7,9 +7,9 @@ no chain of dependent launches (what the four- and two-kernel paths pay: ~35 us 
    in x): the bin t holding the k-th largest score, `above` (scores in higher bins, fewer than k,
    all in the answer) and the count of bin t;
 3. the scores above bin t to the output and bin t's scores (at most CAP_) to a per-row candidate
-   buffer, each as key << 32 | (0x7FFFFFFF - position) so that they order by score, ties by the
-   smallest position; slots by one prefix sum a block (both counts packed in an int32), no
-   atomics. The program then ranks its candidates pairwise and writes the first k - above.
+   buffer, each as key << 32 | (0x7FFFFFFF - position) so that one descending sort orders them by
+   score, ties by the smallest position; slots by one prefix sum a block (both counts packed in an
+   int32), no atomics. The program then sorts its candidates and writes the first k - above.
 
 Why one round (measured on the H200, docs/PERF.md "Top-k", "One program a row"): in Triton 3.6 a
 tl.histogram costs ~54 instructions a key and a prefix-sum pass ~73, where a load-and-compare pass
@@ -40,11 +40,7 @@ BINS = None        # bins of the one histogram round: None = bins_for(width)
 CAP = 512          # candidates (bin t's scores) a row sorts; more take the exact path
 BLOCK = 8192       # keys a program reads a step
 NUM_WARPS = 16
-PDL = True         # launch as a programmatic dependent launch of the logits kernel (CUDA sm_90+ only)
-# Bin t's candidates ranked pairwise, RANK_STEP at a time (ceil(in_bin / RANK_STEP) steps: bin t
-# holds ~width / BINS of them), instead of tl.sort over the whole buffer, whose bitonic stages cost
-# what CAP is whatever in_bin; 0 sorts (the form measured first).
-RANK_STEP = 32
+PDL = False        # launch as a programmatic dependent launch of the logits kernel (CUDA sm_90+)
 
 
 def bins_for(width: int) -> int:
@@ -62,7 +58,7 @@ def _ukey(x):
 def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
                     idx_ptr, stride_idx, val_ptr, stride_val, cand_ptr,
                     WINDOW: tl.constexpr, BLOCK_: tl.constexpr, BINS_: tl.constexpr, CAP_: tl.constexpr,
-                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr, RANK_STEP_: tl.constexpr = 32):
+                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr):
     tl.static_assert(BLOCK_ < 65536, "the write pass packs two block counts in 16 bits each")
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
@@ -108,30 +104,13 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
                 n_in += tl.sum(inside.to(tl.int32), 0)
             tl.debug_barrier()  # the candidates this program's threads wrote, visible to all of them
             r = tl.arange(0, CAP_)
-            if RANK_STEP_ > 0:
-                # each candidate's rank: how many of the in_bin candidates are larger, counted
-                # RANK_STEP_ at a time (a [CAP_, RANK_STEP_] compare a step, ceil(in_bin / RANK_STEP_)
-                # steps); the packed values are distinct (the position is in them), so the ranks are
-                # 0 .. in_bin - 1 and the first k - above of them are the answer's rest
-                mine = tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1,
-                               cache_modifier=".cg")
-                rank = tl.zeros([CAP_], tl.int32)
-                j = tl.arange(0, RANK_STEP_)
-                for j0 in range(0, in_bin, RANK_STEP_):
-                    other = tl.load(cands + j0 + j, mask=j0 + j < in_bin, other=-9223372036854775807 - 1,
-                                    cache_modifier=".cg")
-                    rank += tl.sum((other[None, :] > mine[:, None]).to(tl.int32), 1)
-                keep = (r < in_bin) & (rank < k - above)
-                slot = above + rank
-            else:  # tl.sort of the whole buffer (the form measured first)
-                mine = tl.sort(tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1,
-                                       cache_modifier=".cg"), descending=True)
-                keep = r < k - above
-                slot = above + r
-            t = 0x7FFFFFFF - (mine & 0x7FFFFFFF).to(tl.int32)
-            tl.store(out_idx + slot, t - lo, mask=keep)
+            best = tl.sort(tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1, cache_modifier=".cg"),
+                           descending=True)
+            keep = r < k - above
+            t = 0x7FFFFFFF - (best & 0x7FFFFFFF).to(tl.int32)
+            tl.store(out_idx + above + r, t - lo, mask=keep)
             if WRITE_VALUES:
-                tl.store(out_val + slot, _score((mine >> 32).to(tl.int32)), mask=keep)
+                tl.store(out_val + above + r, _score((best >> 32).to(tl.int32)), mask=keep)
         else:
             _exact_rounds(base, lo, hi, k, out_idx, out_val, BLOCK_, BINS_, WRITE_VALUES)
     written = tl.minimum(tl.maximum(n, 0), k)

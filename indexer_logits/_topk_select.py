@@ -156,8 +156,7 @@ def _select_row(logits, k, window, indices, values, lo, hi, lens, next_n) -> Non
     rk.topk_row_kernel[(rows,)](*_window_args(logits, indices, lo, hi, lens, next_n), k,
                                 indices, indices.stride(0), val, val.stride(0), cands,
                                 WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(width), CAP_=rk.CAP,
-                                WRITE_VALUES=values is not None, PDL=pdl, RANK_STEP_=rk.RANK_STEP,
-                                **_launch_options(pdl, rk.NUM_WARPS))
+                                WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, rk.NUM_WARPS))
 
 
 def _launch_setup(logits, indices, lo, hi, lens, next_n: int, cap: int):

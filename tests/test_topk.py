@@ -146,22 +146,6 @@ def test_selection_k_values(k, path):
     assert_same_topk(idx, None, x, k, lo, hi)
 
 
-@needs_interpreter
-@pytest.mark.parametrize("rank_step", [0, 16, 32])
-def test_row_path_ranks_or_sorts_its_candidates_alike(rank_step, monkeypatch):
-    """The row path's last step, pairwise ranks RANK_STEP at a time (bin t's candidates: a count
-    that is no multiple of the step here) or tl.sort (0), gives torch's answer, ties included."""
-    from indexer_logits import _topk_row as R
-    monkeypatch.setattr(R, "RANK_STEP", rank_step)
-    g = torch.Generator().manual_seed(3)
-    x = torch.randn(4, 4096, generator=g)
-    x[2, 100:300] = x[2, 50]  # a run of ties at some score
-    lo = torch.zeros(4, dtype=torch.int32)
-    hi = torch.tensor([4096, 4000, 4096, 3001], dtype=torch.int32)
-    idx, val = _select(x, 700, lo, hi, path="row")
-    assert_same_topk(idx, val, x, 700, lo, hi)
-
-
 def test_auto_picks_the_row_path_where_one_wave_of_programs_fills_the_sms():
     """PATH "auto": one program a row where the rows fill 85-100% of the SMs once (the H200's
     crossover, docs/PERF.md "Top-k"), the four kernels otherwise; the interpreter counts 4 SMs."""
