@@ -1,15 +1,15 @@
 """What identifies a call for its recorded launch (indexer_logits._fastpath): the exact key, and
 the guard index that finds a recorded launch without building that key.
 
-The exact key (key_of) holds everything the checks, the dispatch and a module's launch() read:
-each tensor's shape, strides, dtype, device and address modulo 16 (Triton specialises pointers
-on 16-byte alignment, and the cache descriptor needs it), the scalars with their types, and the
-watched environment. Built in Python it is five attribute reads a tensor, 3.8 us for a decode
-call on the 2-core CPU host and about twice that on the H200's (docs/PERF.md, "Host time").
+The exact key (key_of: the call's skeleton, then exact_of's five items a tensor) holds everything
+the checks, the dispatch and a module's launch() read: each tensor's shape, strides, dtype,
+device and address modulo 16, the scalars with their types, and the watched environment. Built
+in Python it is five attribute reads a tensor, 3.8 us for a decode call on the 2-core CPU host
+and about twice that on the H200's (docs/PERF.md, "Host time").
 
 The guard index holds the same facts in another form: the call's skeleton (tag, environment,
-where the tensors, Nones and tuples are, the scalars and their types, the first two tensors' shapes)
-as a dict key, and for each launch recorded under it one torch TensorGuards (torch's C++ check
+where the tensors, Nones and tuples are, the first two tensors' shapes, the scalars and their
+types) as a dict key, and for each launch recorded under it one torch TensorGuards (torch's C++ check
 of every tensor's Python type, dispatch keys (so device type), dtype, device index,
 requires_grad, sizes and strides: the checks torch.compile's guards were built on) with the
 addresses' residues mod 16. A call whose skeleton is filed and whose tensors pass one guard and
@@ -57,46 +57,20 @@ def env_state() -> tuple:
     return tuple([os.environ.get(n) for n in _WATCHED])
 
 
-def key_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> Optional[tuple]:
-    """The exact key of a call (no CUDA gate: bench.fastpath times it on CPU tensors).
-
-    One flat tuple, built with the fewest Python objects (the key is paid on every call the guard
-    index misses): the tag, the watched environment's values (a tuple), then per argument a
-    tensor's shape, strides, dtype, device and address mod 16 (five items, the shape first: a
-    torch.Size), None, or a tuple or list of tensors and Nones as its (type, length) and then its
-    items the same way; then the scalars' values and their types (1, True and 1.0 are equal values
-    of three types). The encoding reads back one way only (a torch.Size, None or a (type, length)
-    pair opens each item), so two argument lists never share a key. Anything else gives None."""
-    parts: list = [tag, env_state()]
-    for t in tensors:
-        if type(t) is _Tensor:
-            parts += (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
-        elif t is None:
-            parts.append(None)
-        elif type(t) is tuple or type(t) is list:
-            parts.append((type(t), len(t)))
-            for x in t:
-                if type(x) is _Tensor:
-                    parts += (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15)
-                elif x is None:
-                    parts.append(None)
-                else:
-                    return None
-        else:
-            return None
-    parts += scalars
-    parts += map(type, scalars)
-    return tuple(parts)
-
-
 def skeleton_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> tuple:
-    """(skeleton, flat tensors) of a call for the guard index, or (None, None) where key_of gives None.
+    """(skeleton, flat tensors) of a call, or (None, None) where an argument is not a tensor, None,
+    or a tuple or list of those (nothing is cached for such a call).
 
-    The skeleton is key_of less each tensor's five items (a 1 stands for a tensor), plus the shapes
-    of the first two tensors (what the dict spreads the calls over: q's rows and the cache pool or
-    K's keys, the shapes an engine's calls vary in): what a guard does not check."""
+    The skeleton is one flat tuple: the tag, the watched environment's values (a tuple), per
+    argument a 1 for a tensor, None, or a tuple or list as its (type, length) and then its items
+    the same way; then the shapes of the first two tensors (what the guard index's dict spreads
+    calls over: q's rows and the cache pool or K's keys, the shapes an engine's calls vary in),
+    and the scalars' values and their types (1, True and 1.0 are equal values of three types). It
+    reads back one way only (a 1, None or a (type, length) pair opens each item, and the count of
+    tensors it names fixes what follows), so two argument lists never share a skeleton unless
+    they differ only in their tensors' properties: what a guard checks, and exact_of adds."""
     flat: list = []
-    parts: list = [tag, env_state(), tensors[0].shape]
+    parts: list = [tag, env_state()]
     for t in tensors:
         if type(t) is _Tensor:
             flat.append(t)
@@ -115,11 +89,27 @@ def skeleton_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> tup
                     return None, None
         else:
             return None, None
-    if len(flat) > 1:
-        parts.append(flat[1].shape)
+    parts += [t.shape for t in flat[:2]]
     parts += scalars
     parts += map(type, scalars)
     return tuple(parts), flat
+
+
+def exact_of(skeleton: tuple, flat: list) -> tuple:
+    """The exact key: the skeleton, then each tensor's shape, strides, dtype, device and address
+    mod 16 (Triton specialises pointers on 16-byte alignment, and the cache descriptor needs it),
+    in the skeleton's order."""
+    parts = list(skeleton)
+    for t in flat:
+        parts += (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
+    return tuple(parts)
+
+
+def key_of(tag: str, tensors: Sequence[Any], scalars: Sequence[Any]) -> Optional[tuple]:
+    """The exact key of a call (no CUDA gate: bench.fastpath times it on CPU tensors), or None
+    (skeleton_of: an argument that is not a tensor, None, or a tuple or list of those)."""
+    skeleton, flat = skeleton_of(tag, tensors, scalars)
+    return None if skeleton is None else exact_of(skeleton, flat)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from . import _call_key, _direct_launch
-from ._call_key import ENV_FAST_LAUNCH, key_of, skeleton_of, watch_env  # noqa: F401  (watch_env: the modules' registry)
+from ._call_key import ENV_FAST_LAUNCH, exact_of, key_of, skeleton_of, watch_env  # noqa: F401  (watch_env: the modules' registry)
 
 _OFF = ("0", "false", "no", "off")
 
@@ -82,16 +82,16 @@ def serve_call(tag: str, tensors: Sequence[Any], scalars: Sequence[Any], inputs:
 
 def serve_any(tag: str, tensors: Sequence[Any], scalars: Sequence[Any], inputs: list, out_index: int):
     """serve_call without its CUDA gate (the CPU tests and bench.fastpath run it on CPU tensors)."""
-    skeleton, flat = (None, None) if _call_key.GUARDS is None else skeleton_of(tag, tensors, scalars)
-    if skeleton is not None:
+    skeleton, flat = skeleton_of(tag, tensors, scalars)
+    if skeleton is None:  # an argument no key holds: nothing is cached
+        return None, None
+    if _call_key.GUARDS is not None:
         replay = _call_key.find(skeleton, flat)
         if replay is not None:
             out = replay(inputs, out_index)
             if out is not None:
                 return out, None
-    exact = key_of(tag, tensors, scalars)
-    if exact is None:
-        return None, None
+    exact = exact_of(skeleton, flat)
     key = CallKey(exact, skeleton, flat)
     replay = get(exact)
     if replay is not None:

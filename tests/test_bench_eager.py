@@ -45,6 +45,7 @@ def test_rows_name_a_kernel_and_positive_phases(tmp_path):
     for r in theirs:  # DeepGEMM's row per case: its figures where it imports, else why not
         if dg:
             assert "absent" not in r, r["absent"]
+            assert r["alternated_us"] > 0
             assert r["version"] == dg.version and r["diff"] < baselines.MAX_DIFF
             assert 0 < r["call_us"] and 0 < r["eager_us"] and (r["case"].startswith("prefill") or r["metadata_us"] > 0)
         else:
@@ -55,4 +56,7 @@ def test_rows_name_a_kernel_and_positive_phases(tmp_path):
         if r["direct"]:  # Triton 3.6.0: the same call through the direct launch's two alternatives too
             assert r["tensors_us"] > 0 and r["tritons_launcher_us"] > 0
         assert 0 < r["call_us"] < r["full_path_us"] and 0 < r["alloc_us"]
+        assert 0 < r["alternated_us"] and 0 < r["alternated_alloc_us"]  # alternated with DeepGEMM's call
+        if r["guards"]:  # the guard index against the exact key, alternated
+            assert 0 < r["guarded_us"] and 0 < r["exact_key_us"]
         assert 0 < r["checks_us"] < r["full_path_us"] and 0 < r["launch_us"] < r["full_path_us"]

@@ -292,7 +292,7 @@ def test_the_guard_index_serves_a_second_call_without_its_exact_key(monkeypatch)
     q, w, out = _inputs(0)
     assert _serve(q, w, out, mod=mod)[1] == "recorded"
     q2, w2, out2 = _inputs(1)
-    monkeypatch.setattr(F, "key_of", lambda *a: pytest.fail("the exact key was built"))
+    monkeypatch.setattr(F, "exact_of", lambda *a: pytest.fail("the exact key was built"))
     got, how = _serve(q2, w2, out2, mod=mod)
     assert how == "served" and got is out2 and torch.equal(out2, q2 * w2 + 2.0)
     assert mod.kernel.runs == 1
@@ -382,6 +382,6 @@ def test_more_shapes_than_a_skeleton_holds_never_build_a_guard_a_call(monkeypatc
     got, how = _serve(q, w, outs[0], mod=mod)  # its guard was pushed out: found by its exact key
     assert how == "served" and torch.equal(got[:, :8], q * w + 2.0)
     assert len(K._INDEX[skeleton]) == 2
-    monkeypatch.setattr(F, "key_of", lambda *a: pytest.fail("the exact key was built"))
+    monkeypatch.setattr(F, "exact_of", lambda *a: pytest.fail("the exact key was built"))
     assert _serve(q, w, outs[2], mod=mod)[1] == "served"  # the newest: by its guard
     assert mod.kernel.runs == 3

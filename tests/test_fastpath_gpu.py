@@ -233,7 +233,7 @@ def test_the_guard_index_serves_default_calls_without_their_exact_key(monkeypatc
     b = y.args()
     r = make_prefill_inputs(pre, 256, 2048, "random", seed=15, device="cuda")
     with monkeypatch.context() as m:
-        m.setattr(_fastpath, "key_of", lambda *args: pytest.fail("the exact key was built"))
+        m.setattr(_fastpath, "exact_of", lambda *args: pytest.fail("the exact key was built"))
         got = K.fp8_paged_mqa_logits(*b[:5], None, b[5], True)
         got_prefill = K.fp8_mqa_logits(r.q, r.kv, r.weights, r.cu_seqlen_ks, r.cu_seqlen_ke)
     assert sum(rp.calls for rp in _fastpath.replays().values()) == 2
