@@ -1,6 +1,7 @@
 """Logits + top-k on the GPU: the device selection against logits + torch.topk, same process.
 
     python3 -m bench.topk [--out DIR] [--paths row,rounds,fused] [--sweep] [--crossover] [--skip-prefill] [--k 2048]
+                          [--scratch-mib 16,24,32]
 
 Decode (fp8, next_n 1, full lengths; 64x32K, 64x128K, 1x1M, 128x8K): CUDA-graph time of the
 logits kernel alone, of fp8_paged_mqa_topk through each selection path (--paths: "fused", the two
@@ -217,14 +218,15 @@ def crossover(k: int, paths=("row", "rounds")) -> list[dict]:
     return out
 
 
-def sampled_mismatches(inp, ours, k, blocks=(0, 1, -2, -1)) -> tuple[int, int]:
-    """(mismatched rows, rows checked) over a few of the row blocks fp8_mqa_topk scores: each
-    block's logits recomputed with the same call shape (so the same kernel and the same sums;
-    another row count may pick another config, whose last-bit differences move the k-th score)."""
+def sampled_mismatches(inp, ours, k, blocks=(0, 1, -2, -1), max_scratch_bytes=None) -> tuple[int, int]:
+    """(mismatched rows, rows checked) over a few of the row blocks fp8_mqa_topk scores (blocks of
+    `max_scratch_bytes`, its argument): each block's logits recomputed with the same call shape
+    (so the same kernel and the same sums; another row count may pick another config, whose
+    last-bit differences move the k-th score)."""
     from indexer_logits import _topk
     import indexer_logits as K
     rows, keys = inp.q.shape[0], inp.kv[0].shape[0]
-    step = _topk.scratch_rows(rows, keys)
+    step = _topk.scratch_rows(rows, keys, max_scratch_bytes)
     starts = list(range(0, rows, step))
     bad = checked = 0
     for b in sorted({starts[i] for i in blocks if -len(starts) <= i < len(starts)}):
@@ -237,7 +239,11 @@ def sampled_mismatches(inp, ours, k, blocks=(0, 1, -2, -1)) -> tuple[int, int]:
     return bad, checked
 
 
-def prefill_cases(k: int, paths=("fused", "rounds")) -> list[dict]:
+def prefill_cases(k: int, paths=("fused", "rounds"), scratch_mib=()) -> list[dict]:
+    """Per PREFILL case: each path's fp8_mqa_topk (default blocks) against the logits alone and the
+    logits then torch.topk; with `scratch_mib`, the first path again with blocks of at most each
+    of those MiB (`scratch_<MiB>_us`, `_extra_bytes`, `_mismatched_sample_rows`): smaller blocks
+    launch more, but a block's logits that fit in L2 are read back from it by the selection."""
     import torch
     import indexer_logits as K
     from tuner.inputs import make_prefill_inputs
@@ -269,6 +275,17 @@ def prefill_cases(k: int, paths=("fused", "rounds")) -> list[dict]:
                "topk_over_logits": t_topk / t_logits, "torch_over_logits": t_torch / t_logits,
                "logits_bytes": rows * keys * 4, "topk_extra_bytes": extra_topk,
                "extra_over_logits": extra_topk / (rows * keys * 4)}
+        for mib in scratch_mib:
+            fn = on_path(paths[0], lambda mib=mib: K.fp8_mqa_topk(*args, k, out=idx_buf, max_scratch_bytes=mib << 20))
+            bad_s, _ = sampled_mismatches(inp, fn().clone(), k, max_scratch_bytes=mib << 20)
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            t_s = min(eager_us(fn), eager_us(fn))
+            row[f"scratch_{mib}_us"], row[f"scratch_{mib}_over_logits"] = t_s, t_s / t_logits
+            row[f"scratch_{mib}_extra_bytes"] = torch.cuda.max_memory_allocated() - base
+            row[f"scratch_{mib}_mismatched_sample_rows"] = bad_s
+            row["mismatched_sample_rows"] += bad_s
         rows_out.append(row)
         print(json.dumps(row), flush=True)
         del logits_buf, inp
@@ -319,11 +336,20 @@ def main(argv=None) -> int:
                          "is the table's +topk column")
     ap.add_argument("--crossover", action="store_true",
                     help="the selection alone per path over rows x widths of decode logits (where one path overtakes)")
+    ap.add_argument("--scratch-mib", default="",
+                    help="prefill: also time the first path with blocks of at most these MiB of logits, "
+                         "comma-separated (fp8_mqa_topk's max_scratch_bytes; default blocks: 1/20 of the logits)")
     ap.add_argument("--profile", action="store_true",
                     help="per-kernel device time of a 64x32K decode top-k and of a 4096x64K prefill one")
     a = ap.parse_args(argv)
     from indexer_logits._topk_select import PATHS
     paths = tuple(p for p in a.paths.split(",") if p)
+    try:
+        scratch_mib = tuple(int(x) for x in a.scratch_mib.split(",") if x.strip())
+    except ValueError:
+        scratch_mib = (0,)
+    if any(m < 1 for m in scratch_mib):
+        ap.error(f"--scratch-mib: expected comma-separated positive MiB, got {a.scratch_mib!r}")
     if not paths or any(p not in PATHS + ("auto",) for p in paths):
         ap.error(f"--paths: expected a comma-separated subset of {','.join(PATHS)},auto, got {a.paths!r}")
     import torch
@@ -336,7 +362,7 @@ def main(argv=None) -> int:
     result = {"gpu": torch.cuda.get_device_name(), "k": a.k, "paths": paths,
               "decode": decode_cases(a.k, a.sweep, paths)}
     if not a.skip_prefill:
-        result["prefill"] = prefill_cases(a.k, paths)
+        result["prefill"] = prefill_cases(a.k, paths, scratch_mib)
     if a.crossover:
         result["crossover"] = crossover(a.k, paths)
     result["seconds"] = time.time() - t0
@@ -355,6 +381,11 @@ def main(argv=None) -> int:
     for r in result.get("prefill", []):
         print(f"{r['case']}: extra memory {r['topk_extra_bytes'] / 2**20:.1f} MiB = "
               f"{r['extra_over_logits']:.4f} of the logits")
+        for mib in scratch_mib:
+            print(f"{r['case']}: blocks of <= {mib} MiB: {r[f'scratch_{mib}_us']:.1f} us, "
+                  f"{r[f'scratch_{mib}_over_logits']:.2f} of the logits, extra memory "
+                  f"{r[f'scratch_{mib}_extra_bytes'] / 2**20:.1f} MiB, "
+                  f"{r[f'scratch_{mib}_mismatched_sample_rows']} mismatched sample rows")
     for r in result["decode"]:
         if "sweep" in r:
             print(r["case"], "selection alone, the best four settings and the worst:",

@@ -75,3 +75,10 @@ def test_cases_time_every_path_on_cpu(monkeypatch):
     (pre,) = T.prefill_cases(256, ("rounds", "fused"))
     assert pre["mismatched_sample_rows"] == 0 and pre["sample_rows"] == 6
     assert served.count("rounds") >= 2 and served.count("fused") >= 2 and "topk_fused_us" in pre
+    from indexer_logits import _topk
+    budgets = []
+    real_rows = _topk.scratch_rows
+    monkeypatch.setattr(_topk, "scratch_rows", lambda r, w, m=None: budgets.append(m) or real_rows(r, w, m))
+    (pre,) = T.prefill_cases(256, ("rounds",), scratch_mib=(1,))
+    assert pre["scratch_1_mismatched_sample_rows"] == 0 and pre["scratch_1_us"] == 1.0
+    assert budgets.count(1 << 20) >= 2  # the timed call's blocks and the exactness check's
