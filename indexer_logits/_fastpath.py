@@ -12,8 +12,9 @@ whose key matches is then that launch again with the call's own tensors in the r
 The key (indexer_logits._call_key) holds everything the checks, the dispatch and a module's
 launch() read: each tensor's shape, strides, dtype, device and address modulo 16, the scalar
 arguments with their types, and the environment settings of this package and of Triton's
-interpreter. A call finds its launch through the guard index first (torch's C++ tensor guards,
-about a third of the key's host time), then by its exact key. A module's launch() must
+interpreter. A call finds its launch through the guard index first (torch's C++ tensor guards:
+a served decode call 4.9 us of Python on the CPU host against 6.3 by the exact key), then by its
+exact key. A module's launch() must
 derive its non-tensor arguments from those alone (the generated ones do: shapes, strides and
 flags); its tensor arguments must be its inputs or views of them at offset 0 (the same address),
 or a TensorDescriptor over one. A launch that breaks this (an allocation, an offset view, two
@@ -37,7 +38,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from . import _call_key, _direct_launch
-from ._call_key import ENV_FAST_LAUNCH, exact_of, key_of, skeleton_of, watch_env  # noqa: F401  (watch_env: the modules' registry)
+# watch_env and key_of: re-exported (the modules register their variables here; tests and benches key calls)
+from ._call_key import ENV_FAST_LAUNCH, exact_of, key_of, skeleton_of, watch_env  # noqa: F401
 
 _OFF = ("0", "false", "no", "off")
 
