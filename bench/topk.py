@@ -344,12 +344,13 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from indexer_logits._topk_select import PATHS
     paths = tuple(p for p in a.paths.split(",") if p)
+    bad_mib = f"--scratch-mib: expected comma-separated positive MiB, got {a.scratch_mib!r}"
     try:
         scratch_mib = tuple(int(x) for x in a.scratch_mib.split(",") if x.strip())
     except ValueError:
-        scratch_mib = (0,)
+        ap.error(bad_mib)
     if any(m < 1 for m in scratch_mib):
-        ap.error(f"--scratch-mib: expected comma-separated positive MiB, got {a.scratch_mib!r}")
+        ap.error(bad_mib)
     if not paths or any(p not in PATHS + ("auto",) for p in paths):
         ap.error(f"--paths: expected a comma-separated subset of {','.join(PATHS)},auto, got {a.paths!r}")
     import torch
