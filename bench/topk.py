@@ -28,6 +28,7 @@ from pathlib import Path
 
 DECODE = [(64, 32768), (64, 131072), (1, 1048576), (128, 8192)]
 PREFILL = [(4096, 65536), (2048, 1048576)]
+MIN_SCRATCH_ROWS = 16  # --scratch-mib sizes giving blocks of fewer rows are not timed (hundreds of launches)
 DEVICE = "cuda"  # where the cases run (tests/test_bench_topk.py runs them on CPU at small shapes)
 
 
@@ -276,12 +277,20 @@ def prefill_cases(k: int, paths=("fused", "rounds"), scratch_mib=()) -> list[dic
                "logits_bytes": rows * keys * 4, "topk_extra_bytes": extra_topk,
                "extra_over_logits": extra_topk / (rows * keys * 4)}
         for mib in scratch_mib:
+            if K._topk.scratch_rows(rows, keys, mib << 20) < MIN_SCRATCH_ROWS:
+                row[f"scratch_{mib}_us"] = None  # blocks of a few rows: the logits kernel's tiles mostly empty
+                continue
             fn = on_path(paths[0], lambda mib=mib: K.fp8_mqa_topk(*args, k, out=idx_buf, max_scratch_bytes=mib << 20))
             bad_s, _ = sampled_mismatches(inp, fn().clone(), k, max_scratch_bytes=mib << 20)
             torch.cuda.synchronize()
             base = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
             t_s = min(eager_us(fn), eager_us(fn))
+            torch.cuda.synchronize()
+            h0 = time.perf_counter()
+            fn()  # the host's time to enqueue one call (a block's five launches): more than t_s is host-bound
+            row[f"scratch_{mib}_host_us"] = (time.perf_counter() - h0) * 1e6
+            torch.cuda.synchronize()
             row[f"scratch_{mib}_us"], row[f"scratch_{mib}_over_logits"] = t_s, t_s / t_logits
             row[f"scratch_{mib}_extra_bytes"] = torch.cuda.max_memory_allocated() - base
             row[f"scratch_{mib}_mismatched_sample_rows"] = bad_s
@@ -383,10 +392,14 @@ def main(argv=None) -> int:
         print(f"{r['case']}: extra memory {r['topk_extra_bytes'] / 2**20:.1f} MiB = "
               f"{r['extra_over_logits']:.4f} of the logits")
         for mib in scratch_mib:
+            if r.get(f"scratch_{mib}_us") is None:
+                print(f"{r['case']}: blocks of <= {mib} MiB: not timed (fewer than {MIN_SCRATCH_ROWS} rows a block)")
+                continue
             print(f"{r['case']}: blocks of <= {mib} MiB: {r[f'scratch_{mib}_us']:.1f} us, "
                   f"{r[f'scratch_{mib}_over_logits']:.2f} of the logits, extra memory "
                   f"{r[f'scratch_{mib}_extra_bytes'] / 2**20:.1f} MiB, "
-                  f"{r[f'scratch_{mib}_mismatched_sample_rows']} mismatched sample rows")
+                  f"{r[f'scratch_{mib}_mismatched_sample_rows']} mismatched sample rows, host "
+                  f"{r[f'scratch_{mib}_host_us']:.0f} us to enqueue a call")
     for r in result["decode"]:
         if "sweep" in r:
             print(r["case"], "selection alone, the best four settings and the worst:",

@@ -79,6 +79,12 @@ def test_cases_time_every_path_on_cpu(monkeypatch):
     budgets = []
     real_rows = _topk.scratch_rows
     monkeypatch.setattr(_topk, "scratch_rows", lambda r, w, m=None: budgets.append(m) or real_rows(r, w, m))
+    monkeypatch.setattr(T, "MIN_SCRATCH_ROWS", 7)  # 1 MiB holds all 6 rows: too few to time
+    (pre,) = T.prefill_cases(256, ("rounds",), scratch_mib=(1,))
+    assert pre["scratch_1_us"] is None and "scratch_1_mismatched_sample_rows" not in pre
+    monkeypatch.setattr(T, "MIN_SCRATCH_ROWS", 6)
+    budgets.clear()
     (pre,) = T.prefill_cases(256, ("rounds",), scratch_mib=(1,))
     assert pre["scratch_1_mismatched_sample_rows"] == 0 and pre["scratch_1_us"] == 1.0
+    assert pre["scratch_1_host_us"] > 0
     assert budgets.count(1 << 20) >= 2  # the timed call's blocks and the exactness check's
