@@ -8,7 +8,7 @@ from typing import Optional
 
 import torch
 
-from . import _api
+from . import _api, _recorded_launches
 from ._api import get_num_sms
 
 WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
@@ -98,78 +98,96 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
                 ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1, path: Optional[str] = None) -> str:
     """Write each row's top-k key indices (relative to its window start) into `indices`, and the
     scores into `values` when given. logits [R, W] float32 with unit column stride. `path`:
-    which selection (PATH when None); returns the one that ran."""
+    which selection (PATH when None); returns the one that ran. A call's launches are recorded
+    on its key's first call and replayed after (indexer_logits._recorded_launches)."""
     path = PATH if path is None else path
     if path == "auto":
         path = pick_path(logits.shape[0], logits.shape[1], logits.device)
     if path not in PATHS:
         raise ValueError(f"path: expected one of {PATHS} or 'auto', got {path!r}")
-    if path == "fused":
-        _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n)
+    rows = logits.shape[0]
+    if rows == 0:
         return path
-    if path == "row":
-        _select_row(logits, k, window, indices, values, lo, hi, lens, next_n)
-        return path
-    kn = kernels()
-    BINS, CAP = kn.BINS, kn.CAP
-    if logits.shape[0] == 0:
-        return path
-    grid, chunk, window_args, cands, pdl, launch = _launch_setup(logits, indices, lo, hi, lens, next_n, CAP)
-    kn.topk_range_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, PDL=False,
-                            num_warps=NUM_WARPS)
-    for round_ in (1, 2):
-        kn.topk_hist_kernel[grid](*window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK, BINS_=BINS,
-                               PDL=pdl, **launch)
-    val = indices if values is None else values
-    kn.topk_compact_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
-                              WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=CAP,
-                              WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl,
-                              **launch)
+    launch_code, cap, settings = _PATH_CODE[path]()
+    cands = torch.empty((rows, cap), dtype=torch.int64, device=logits.device)
+    inputs = [logits, indices, values, ws, cands, lo, hi, lens]
+    _recorded_launches.run("topk:" + path, inputs, (k, window, next_n) + settings,
+                           lambda launch: launch_code(launch, logits, k, window, indices, values, ws, cands,
+                                                      lo, hi, lens, next_n), out_index=1)
     return path
 
 
-def _select_fused(logits, k, window, indices, values, ws, lo, hi, lens, next_n) -> None:
+def _rounds_code():
+    """(launch code, candidates a row, every setting it reads) of the four-kernel path."""
+    kn = kernels()
+    return _launch_rounds, kn.CAP, (kn.BINS, kn.CAP, BLOCK, NUM_WARPS, PROGRAMS_PER_SM, SCAN_SLOTS, PDL,
+                                    get_num_sms())
+
+
+def _fused_code():
+    fk, kn = fused_kernels(), kernels()
+    return _launch_fused, fk.CAP, (kn.BINS, fk.CAP, fk.SAMPLE, fk.CB, BLOCK, NUM_WARPS, PROGRAMS_PER_SM,
+                                   SCAN_SLOTS, PDL, get_num_sms())
+
+
+def _row_code():
+    rk = row_kernels()
+    return _launch_row, rk.CAP, (rk.BINS, rk.CAP, rk.BLOCK, rk.NUM_WARPS, rk.PDL)
+
+
+_PATH_CODE = {"rounds": _rounds_code, "fused": _fused_code, "row": _row_code}
+
+
+def _launch_rounds(launch, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
+    """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction."""
+    kn = kernels()
+    BINS, CAP = kn.BINS, kn.CAP
+    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n)
+    launch(kn.topk_range_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, PDL=False,
+           num_warps=NUM_WARPS)
+    for round_ in (1, 2):
+        launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK,
+               BINS_=BINS, PDL=pdl, **options)
+    val = indices if values is None else values
+    launch(kn.topk_compact_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
+           chunk, WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=CAP,
+           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl, **options)
+
+
+def _launch_fused(launch, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
     """The two-kernel path (indexer_logits._topk_fused): same grid, same workspace."""
     fk = fused_kernels()
     BINS = kernels().BINS
-    if logits.shape[0] == 0:
-        return
-    grid, chunk, window_args, cands, pdl, launch = _launch_setup(logits, indices, lo, hi, lens, next_n, fk.CAP)
-    fk.topk_round1_kernel[grid](*window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, SAMPLE_=fk.SAMPLE,
-                                PDL=False, num_warps=NUM_WARPS)
+    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n)
+    launch(fk.topk_round1_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS,
+           SAMPLE_=fk.SAMPLE, PDL=False, num_warps=NUM_WARPS)
     val = indices if values is None else values
-    fk.topk_select_kernel[grid](*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk,
-                                WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=fk.CAP,
-                                WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, CB_=fk.CB,
-                                PDL=pdl, **launch)
+    launch(fk.topk_select_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
+           chunk, WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=fk.CAP,
+           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, CB_=fk.CB, PDL=pdl, **options)
 
 
-def _select_row(logits, k, window, indices, values, lo, hi, lens, next_n) -> None:
+def _launch_row(launch, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
     """The one-kernel path (indexer_logits._topk_row): a program a row, a candidate buffer of CAP a row."""
     rk = row_kernels()
     rows, width = logits.shape
-    if rows == 0:
-        return
     pdl = rk.PDL and _pdl(logits.device)
     val = indices if values is None else values
-    cands = torch.empty((rows, rk.CAP), dtype=torch.int64, device=logits.device)
-    rk.topk_row_kernel[(rows,)](*_window_args(logits, indices, lo, hi, lens, next_n), k,
-                                indices, indices.stride(0), val, val.stride(0), cands,
-                                WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(width), CAP_=rk.CAP,
-                                WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, rk.NUM_WARPS))
+    launch(rk.topk_row_kernel, (rows,), *_window_args(logits, indices, lo, hi, lens, next_n), k,
+           indices, indices.stride(0), val, val.stride(0), cands,
+           WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(width), CAP_=rk.CAP,
+           WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, rk.NUM_WARPS))
 
 
-def _launch_setup(logits, indices, lo, hi, lens, next_n: int, cap: int):
+def _launch_setup(logits, indices, lo, hi, lens, next_n: int):
     """What the four- and two-kernel paths launch with: the grid (a program per row and chunk),
-    the chunk length, the window arguments every kernel takes first, the candidate buffer of `cap`
-    a row, whether to launch with PDL, and the launch options."""
+    the chunk length, the window arguments every kernel takes first, whether to launch with PDL,
+    and the launch options."""
     rows, width = logits.shape
     chunk = chunk_size(rows, width)
     grid = (rows, max(1, -(-width // chunk)))
-    cands = torch.empty((rows, cap), dtype=torch.int64, device=logits.device)
     pdl = _pdl(logits.device)
-    return (grid, chunk, _window_args(logits, indices, lo, hi, lens, next_n), cands, pdl,
-            _launch_options(pdl, NUM_WARPS))
+    return grid, chunk, _window_args(logits, indices, lo, hi, lens, next_n), pdl, _launch_options(pdl, NUM_WARPS)
 
 
 def _window_args(logits, indices, lo, hi, lens, next_n: int) -> tuple:

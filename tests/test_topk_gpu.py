@@ -141,3 +141,30 @@ def test_selection_compiled_kinds(kind, path):
     assert S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi) == path
     assert mismatched_rows(idx, x, lo, hi, k) == 0
     assert int(ws.abs().sum()) == 0
+
+
+def test_a_second_call_is_served_by_its_recorded_launches(path):
+    """A shape's second top-k call launches the first one's CompiledKernels again (every launch of
+    the path, Triton 3.6.0's C launcher directly) and selects what the first call's launch code
+    selected, for decode and for every block of a prefill."""
+    from indexer_logits import _direct_launch, _recorded_launches as R
+    R.clear()
+    inp, args, _ = _decode(64, 8192, lens="random", seed=2)
+    first, first_val = K.fp8_paged_mqa_topk(*args, 2048, return_values=True)
+    (seq,) = R.sequences().values()
+    assert seq.calls == 0 and len(seq.replays) == {"rounds": 4, "fused": 2, "row": 1}[path]
+    if _direct_launch.triton_version() in _direct_launch.SUPPORTED:
+        assert all(r.direct is not None for r in seq.replays)
+    out, val = torch.full_like(first, 7), torch.empty_like(first_val)
+    second = K.fp8_paged_mqa_topk(*args, 2048, return_values=True, out=out, values_out=val)
+    assert seq.calls == 1 and second[0] is out
+    order = first.sort(1).indices  # slots are taken in no fixed order: compare (index, score) pairs
+    assert torch.equal(first.sort(1).values, out.sort(1).values)
+    assert torch.equal(first_val.gather(1, order), val.gather(1, out.sort(1).indices))
+    R.clear()
+    pre = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 300, 8192, windows="random",
+                              device="cuda", seed=4)
+    idx = K.fp8_mqa_topk(*pre.args(), 1024, max_scratch_bytes=64 * 8192 * 4)  # blocks of 64, 64, 64, 64, 44 rows
+    assert sorted(s.calls for s in R.sequences().values()) == [0, 3]  # the three full blocks after the first
+    logits = K.fp8_mqa_logits(*pre.args(), False)
+    assert mismatched_rows(idx, logits, pre.cu_seqlen_ks, pre.cu_seqlen_ke, 1024) == 0
