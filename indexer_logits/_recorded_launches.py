@@ -59,14 +59,26 @@ class Sequence_:
         self.replays = replays
         self.out_index = out_index
         self.runtime = _fastpath._runtime_hooks()
+        # Triton 3.6.0's C launcher for every launch (indexer_logits._direct_launch), the stream
+        # read once for all of them; else each replay through its CompiledKernel's launcher
+        self.direct = [r.direct for r in replays] if all(r.direct is not None for r in replays) else None
         self.calls = 0
 
     def __call__(self, inputs: list) -> bool:
         """Launch them all over `inputs`; False, launching none, when a launch hook is installed."""
         if not _fastpath._hooks_idle(self.runtime):
             return False
-        for replay in self.replays:
-            replay(inputs, self.out_index)
+        direct = self.direct
+        if direct is None:
+            for replay in self.replays:
+                replay(inputs, self.out_index)
+        else:
+            read = direct[0].stream
+            stream = None if read is None else read()
+            if stream is None:
+                stream = _fastpath._driver_stream()
+            for plan in direct:
+                plan(inputs, stream)
         self.calls += 1
         return True
 

@@ -153,3 +153,25 @@ def test_found_by_the_exact_key_without_guards(monkeypatch):
     _call(x, out)
     _call(torch.randn(4, 8), out)
     assert ADD.runs == 1 and next(iter(R.sequences().values())).calls == 1
+
+
+def test_direct_plans_launch_in_order_on_one_stream_read():
+    """Where every launch has Triton 3.6.0's direct plan (the GPU's case), the stream is read once
+    for the sequence and each plan launched over the call's inputs, in the recorded order."""
+    x, out = torch.randn(4, 8), torch.empty(4, 8)
+    _call(x, out)
+    (seq,) = R.sequences().values()
+    seen, reads = [], []
+
+    class Plan:
+        def __init__(self, name, stream=None):
+            self.name, self.stream = name, stream
+
+        def __call__(self, inputs, stream):
+            seen.append((self.name, inputs[0] is x2, stream))
+
+    seq.direct = [Plan("add", stream=lambda: reads.append(1) or "s7"), Plan("twice")]
+    x2, out2 = torch.randn(4, 8), torch.empty(4, 8)
+    _call(x2, out2)
+    assert seen == [("add", True, "s7"), ("twice", True, "s7")] and reads == [1] and seq.calls == 1
+    assert ADD.runs == 1

@@ -28,3 +28,22 @@ for _ in range(3):
                      ("topk", lambda: il.fp8_mqa_topk(q, kv, w, ks, ke, 2048, out=idx))):
         row.setdefault(name, []).append(round(_us(fn, calls), 1))
 print(json.dumps(row), flush=True)
+if len(sys.argv) > 2 and sys.argv[2] == "--profile":  # where a decode top-k call's host time goes
+    import cProfile
+    import io
+    import pstats
+    q, kv, w, lens, bt, out = decode_inputs(64, 8192)
+    idx = torch.empty(64, 2048, dtype=torch.int32, device="cuda")
+    fn = lambda: il.fp8_paged_mqa_topk(q, kv, w, lens, bt, None, 8192, 2048, out=idx)
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(200):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+    print(s.getvalue())
