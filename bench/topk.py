@@ -302,37 +302,6 @@ def prefill_cases(k: int, paths=("fused", "rounds"), scratch_mib=()) -> list[dic
     return rows_out
 
 
-def _profile(k: int, paths=("fused", "rounds")) -> None:
-    import torch
-    import indexer_logits as K
-    from tuner.inputs import make_decode_inputs
-    from tuner.space import Problem
-    inp = make_decode_inputs(Problem(), 64, 32768, lens="full", device="cuda", max_pool_bytes=3 << 30)
-    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, 32768)
-    out = torch.empty(64, k, dtype=torch.int32, device="cuda")
-    for p in paths:
-        fn = on_path(p, lambda: K.fp8_paged_mqa_topk(*args, k, out=out))
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for _ in range(20):
-                fn()
-            torch.cuda.synchronize()
-        print(f"decode 64x32K, path {p}, 20 calls:", flush=True)
-        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
-    from tuner.inputs import make_prefill_inputs
-    pre = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 4096, 65536, device="cuda")
-    out = torch.empty(4096, k, dtype=torch.int32, device="cuda")
-    K.fp8_mqa_topk(*pre.args(), k, out=out)
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        K.fp8_mqa_topk(*pre.args(), k, out=out)
-        torch.cuda.synchronize()
-    print("prefill 4096x64K, one call:", flush=True)
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.topk", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
@@ -368,7 +337,8 @@ def main(argv=None) -> int:
         return 2
     t0 = time.time()
     if a.profile:
-        _profile(a.k, paths)
+        from bench.topk_profile import profile
+        profile(a.k, paths)
     result = {"gpu": torch.cuda.get_device_name(), "k": a.k, "paths": paths,
               "decode": decode_cases(a.k, a.sweep, paths)}
     if not a.skip_prefill:

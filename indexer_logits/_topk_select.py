@@ -43,20 +43,31 @@ def pick_path(rows: int, width: int, device) -> str:
     return "row" if ROW_MIN_FILL * sms <= rows <= sms and width <= ROW_MAX_WIDTH else "rounds"
 
 
+_MODULES: dict = {}
+
+
+def _module(name: str):
+    """A kernels' module, imported on first use and kept (import_module costs ~1-2 us a call)."""
+    mod = _MODULES.get(name)
+    if mod is None:
+        mod = _MODULES[name] = importlib.import_module(name, __package__)
+    return mod
+
+
 def kernels():
     """The Triton kernels' module, imported on first use like the tables' modules, so that
     `import indexer_logits` imports torch only (and TRITON_INTERPRET may still be set after it)."""
-    return importlib.import_module("._topk_kernels", __package__)
+    return _module("._topk_kernels")
 
 
 def fused_kernels():
     """The two-kernel path's module (imported on first use, as kernels())."""
-    return importlib.import_module("._topk_fused", __package__)
+    return _module("._topk_fused")
 
 
 def row_kernels():
     """The one-program-a-row path's module (imported on first use, as kernels())."""
-    return importlib.import_module("._topk_row", __package__)
+    return _module("._topk_row")
 
 
 def workspace(rows: int, device) -> torch.Tensor:
