@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 
-def profile(k: int, paths=("fused", "rounds")) -> None:
+def profile(k: int, paths, on_path) -> None:
     """Per-kernel device time (torch.profiler) of 20 decode top-k calls at 64x32K per path, then of one
-    prefill top-k call at 4096x64K."""
+    prefill top-k call at 4096x64K. on_path(path, fn): fn with that selection path serving (bench.topk's)."""
     import torch
     import indexer_logits as K
-    from bench.topk import on_path  # here: bench.topk imports this module when asked to profile
     from tuner.inputs import make_decode_inputs
     from tuner.space import Problem
     inp = make_decode_inputs(Problem(), 64, 32768, lens="full", device="cuda", max_pool_bytes=3 << 30)
