@@ -227,7 +227,7 @@ def sampled_mismatches(inp, ours, k, blocks=(0, 1, -2, -1), max_scratch_bytes=No
     from indexer_logits import _topk
     import indexer_logits as K
     rows, keys = inp.q.shape[0], inp.kv[0].shape[0]
-    step = _topk.block_rows(rows, keys, max_scratch_bytes, inp.q.device)
+    step = _topk.scratch_rows(rows, keys, max_scratch_bytes)
     starts = list(range(0, rows, step))
     bad = checked = 0
     for b in sorted({starts[i] for i in blocks if -len(starts) <= i < len(starts)}):

@@ -32,9 +32,6 @@ from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, check_k, 
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
-# Prefill: select each block on a side stream while the next block's logits are scored, in two
-# buffers sharing the scratch budget (_score_and_select)
-OVERLAP = True
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
 NEG_INF = float("-inf")
 
@@ -137,54 +134,9 @@ def scratch_rows(rows: int, width: int, max_scratch_bytes: Optional[int] = None)
     return max(1, min(rows, budget // max(width * 4, 1)))
 
 
-def _blocks(rows: int, width: int, max_scratch_bytes, buffers: int = 1):
-    """(rows a block, the blocks): `buffers` scratch buffers share the budget."""
-    step = max(1, scratch_rows(rows, width, max_scratch_bytes) // buffers)
+def _blocks(rows: int, width: int, max_scratch_bytes):
+    step = scratch_rows(rows, width, max_scratch_bytes)
     return step, [(i, min(rows, i + step)) for i in range(0, rows, step)]
-
-
-def block_rows(rows: int, width: int, max_scratch_bytes, device) -> int:
-    """The rows of each block a prefill top-k on `device` scores (the last may have fewer)."""
-    return _blocks(rows, width, max_scratch_bytes, 2 if _overlapped(rows, width, max_scratch_bytes, device) else 1)[0]
-
-
-def _overlapped(rows: int, width: int, max_scratch_bytes, device) -> bool:
-    """Whether a prefill top-k selects each block on a side stream while the next block's logits
-    are scored (OVERLAP; CUDA; more than one block of rows)."""
-    return (OVERLAP and device.type == "cuda" and not interpreting()
-            and scratch_rows(rows, width, max_scratch_bytes) < rows)
-
-
-def _score_and_select(blocks, step: int, width: int, device, overlap: bool, score, select) -> None:
-    """score(i0, i1, buffer) -> the block's logits in `buffer`, then select(logits, i0, i1), per block.
-
-    With `overlap`, the selection of a block runs on a side stream (from torch's pool) while the
-    main stream scores the next block into the other of two buffers: the logits kernel is bound by
-    the tensor cores, the selection's kernels by latency and memory, so the two share the SMs.
-    Ordering by events only (no host synchronisation, CUDA-graph capturable): the side stream
-    waits for the main one before it starts (the inputs, the zeroed workspace), each selection for
-    its block's logits, each scoring for the selection that last read its buffer; the main stream
-    waits for the side one before returning, so what is freed after (the buffers, the workspace)
-    is reused in order."""
-    buffers = torch.empty((2 if overlap else 1, step, width), dtype=torch.float32, device=device)
-    if not overlap:
-        for i0, i1 in blocks:
-            select(score(i0, i1, buffers[0]), i0, i1)
-        return
-    main = torch.cuda.current_stream(device)
-    side = torch.cuda.Stream(device)
-    side.wait_stream(main)
-    read = [None, None]  # per buffer: the event after the selection that last read it
-    for n, (i0, i1) in enumerate(blocks):
-        b = n & 1
-        if read[b] is not None:
-            main.wait_event(read[b])
-        logits = score(i0, i1, buffers[b])
-        side.wait_event(main.record_event())
-        with torch.cuda.stream(side):
-            select(logits, i0, i1)
-        read[b] = side.record_event()
-    main.wait_stream(side)
 
 
 def _ragged_topk(logits_fn, q, kv, weights, ks, ke, k, return_values, out, values_out, max_scratch_bytes,
@@ -197,18 +149,14 @@ def _ragged_topk(logits_fn, q, kv, weights, ks, ke, k, return_values, out, value
     rows = q.shape[0]
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
-    overlap = _overlapped(rows, keys, max_scratch_bytes, q.device)
-    step, blocks = _blocks(rows, keys, max_scratch_bytes, 2 if overlap else 1)
+    step, blocks = _blocks(rows, keys, max_scratch_bytes)
+    scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
     ws = workspace(step, q.device) if _on_device(q.device) else None
-
-    def score(i0, i1, buffer):
-        return logits_fn(q[i0:i1], kv, weights[i0:i1], ks[i0:i1], ke[i0:i1], False, out=buffer[:i1 - i0],
-                         check_values=check_values)
-
-    def select(logits, i0, i1):
+    for i0, i1 in blocks:
+        logits = logits_fn(q[i0:i1], kv, weights[i0:i1], ks[i0:i1], ke[i0:i1], False, out=scratch[:i1 - i0],
+                           check_values=check_values)
         _select(logits, k, WINDOW_RAGGED, idx[i0:i1], None if val is None else val[i0:i1], ws,
                 lo=ks[i0:i1], hi=ke[i0:i1])
-    _score_and_select(blocks, step, keys, q.device, overlap, score, select)
     return _answer(idx, val, return_values)
 
 
@@ -237,18 +185,15 @@ def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block
     rows = q.shape[0]
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
-    overlap = _overlapped(rows, max_context_len, max_scratch_bytes, q.device)
-    step, blocks = _blocks(rows, max_context_len, max_scratch_bytes, 2 if overlap else 1)
+    step, blocks = _blocks(rows, max_context_len, max_scratch_bytes)
+    scratch = torch.empty((step, max_context_len), dtype=torch.float32, device=q.device)
     ws = workspace(step, q.device) if _on_device(q.device) else None
-
-    def score(i0, i1, buffer):
-        return logits_fn(q[i0:i1], kv_cache, weights[i0:i1], row_request[i0:i1], row_limit[i0:i1], block_table,
-                         max_context_len, False, out=buffer[:i1 - i0], scale_layout=scale_layout,
-                         check_values=check_values)
-
-    def select(logits, i0, i1):
-        _select(logits, k, WINDOW_LIMIT, idx[i0:i1], None if val is None else val[i0:i1], ws, lens=row_limit[i0:i1])
-    _score_and_select(blocks, step, max_context_len, q.device, overlap, score, select)
+    for i0, i1 in blocks:
+        logits = logits_fn(q[i0:i1], kv_cache, weights[i0:i1], row_request[i0:i1], row_limit[i0:i1], block_table,
+                           max_context_len, False, out=scratch[:i1 - i0], scale_layout=scale_layout,
+                           check_values=check_values)
+        _select(logits, k, WINDOW_LIMIT, idx[i0:i1], None if val is None else val[i0:i1], ws,
+                lens=row_limit[i0:i1])
     return _answer(idx, val, return_values)
 
 
