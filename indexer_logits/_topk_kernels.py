@@ -35,6 +35,7 @@ from triton.language.extra import cuda as tl_cuda
 
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
+RANK_TILE = 64   # candidates ranked RANK_TILE against RANK_TILE a step (_rank_in_tiles); 0: one at a time
 # Per-row workspace, int32, zero before the first kernel and left zero by the last: 16 words of
 # state (7 the compaction programs done; 8, 9 the output and candidate slots claimed; 10 the
 # largest key, 11 the complement of the smallest finite key, both as unsigned keys so that zero
@@ -219,7 +220,7 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
                         ws_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
                         WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr,
                         CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr,
-                        SCAN_SLOTS: tl.constexpr, PDL: tl.constexpr):
+                        SCAN_SLOTS: tl.constexpr, PDL: tl.constexpr, RANK_TILE_: tl.constexpr = 0):
     """Kernel 4: scores above (t1, t2) to the output, scores in it to the candidates; the row's
     last program finishes the row (module docstring) and zeroes its state."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
@@ -267,7 +268,7 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
     done = tl.atomic_add(st + 7, 1)
     if done == tl.num_programs(1) - 1:
         _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
-                BLOCK, KP, CAP_, WRITE_VALUES, BINS_)
+                BLOCK, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_)
         # every program of the row is done with its state and histograms: zero them for the next use
         tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
         tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
@@ -276,26 +277,29 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
 @triton.jit
 def _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
             BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
-            BINS_: tl.constexpr):
+            BINS_: tl.constexpr, RANK_TILE_: tl.constexpr = 0):
     n_tie = tl.load(st + 9, cache_modifier=".cg")
     written = tl.minimum(hi - lo, k)
     need = written - above  # candidates still to take
     if need > 0:
         if n_tie <= CAP_:
-            # each candidate's rank by pairwise comparison (n_tie * CAP_ compares, n_tie being a
-            # handful: far cheaper than tl.sort's bitonic stages over CAP_, each a trip through
-            # shared memory); packed values are distinct (the index is in them), so the ranks are
-            # 0 .. n_tie - 1
-            r = tl.arange(0, CAP_)
-            packed = tl.load(cands + r, mask=r < n_tie, other=-9223372036854775807 - 1, cache_modifier=".cg")
-            rank = tl.zeros([CAP_], tl.int32)
-            for j in range(0, n_tie):  # one candidate against all at a time: a few steps, few registers
-                rank += (tl.load(cands + j, cache_modifier=".cg") > packed).to(tl.int32)
-            t = 0x7FFFFFFF - (packed & 0x7FFFFFFF).to(tl.int32)
-            keep = (r < n_tie) & (rank < need)
-            tl.store(out_idx + above + rank, t - lo, mask=keep)
-            if WRITE_VALUES:
-                tl.store(out_val + above + rank, _score((packed >> 32).to(tl.int32)), mask=keep)
+            if RANK_TILE_ > 0:
+                _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES, RANK_TILE_)
+            else:
+                # each candidate's rank by pairwise comparison, one candidate against all at a time
+                # (n_tie * CAP_ compares, n_tie being a handful: far cheaper than tl.sort's bitonic
+                # stages over CAP_, each a trip through shared memory); packed values are distinct
+                # (the index is in them), so the ranks are 0 .. n_tie - 1
+                r = tl.arange(0, CAP_)
+                packed = tl.load(cands + r, mask=r < n_tie, other=-9223372036854775807 - 1, cache_modifier=".cg")
+                rank = tl.zeros([CAP_], tl.int32)
+                for j in range(0, n_tie):
+                    rank += (tl.load(cands + j, cache_modifier=".cg") > packed).to(tl.int32)
+                t = 0x7FFFFFFF - (packed & 0x7FFFFFFF).to(tl.int32)
+                keep = (r < n_tie) & (rank < need)
+                tl.store(out_idx + above + rank, t - lo, mask=keep)
+                if WRITE_VALUES:
+                    tl.store(out_val + above + rank, _score((packed >> 32).to(tl.int32)), mask=keep)
         else:
             _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, BLOCK, WRITE_VALUES,
                       BINS_)
@@ -304,6 +308,26 @@ def _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, a
     tl.store(out_idx + r, tl.full([KP], -1, tl.int32), mask=pad)
     if WRITE_VALUES:
         tl.store(out_val + r, tl.full([KP], float("-inf"), tl.float32), mask=pad)
+
+
+@triton.jit
+def _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES: tl.constexpr, RT: tl.constexpr):
+    """The candidates' ranks by (score descending, index ascending), RT of them against RT others a
+    step ([RT, RT] compares in registers), and the first `need` written after `above`: for the
+    usual handful (n_tie <= RT) one step and two loads, where one candidate at a time costs an
+    L2 round trip each (~0.4 us) on the row's last program, the selection's serial tail."""
+    r = tl.arange(0, RT)
+    for i0 in range(0, n_tie, RT):
+        a = tl.load(cands + i0 + r, mask=i0 + r < n_tie, other=-9223372036854775807 - 1, cache_modifier=".cg")
+        rank = tl.zeros([RT], tl.int32)
+        for j0 in range(0, n_tie, RT):
+            b = tl.load(cands + j0 + r, mask=j0 + r < n_tie, other=-9223372036854775807 - 1, cache_modifier=".cg")
+            rank += tl.sum((b[None, :] > a[:, None]).to(tl.int32), 1)
+        t = 0x7FFFFFFF - (a & 0x7FFFFFFF).to(tl.int32)
+        keep = (i0 + r < n_tie) & (rank < need)
+        tl.store(out_idx + above + rank, t - lo, mask=keep)
+        if WRITE_VALUES:
+            tl.store(out_val + above + rank, _score((a >> 32).to(tl.int32)), mask=keep)
 
 
 @triton.jit

@@ -131,8 +131,8 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
 def _rounds_code():
     """(launch code, candidates a row, every setting it reads) of the four-kernel path."""
     kn = kernels()
-    return _launch_rounds, kn.CAP, (kn.BINS, kn.CAP, BLOCK, NUM_WARPS, PROGRAMS_PER_SM, SCAN_SLOTS, PDL,
-                                    get_num_sms())
+    return _launch_rounds, kn.CAP, (kn.BINS, kn.CAP, kn.RANK_TILE, BLOCK, NUM_WARPS, PROGRAMS_PER_SM, SCAN_SLOTS,
+                                    PDL, get_num_sms())
 
 
 def _fused_code():
@@ -162,7 +162,8 @@ def _launch_rounds(launch, logits, k, window, indices, values, ws, cands, lo, hi
     val = indices if values is None else values
     launch(kn.topk_compact_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
            chunk, WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=CAP,
-           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl, **options)
+           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl, RANK_TILE_=kn.RANK_TILE,
+           **options)
 
 
 def _launch_fused(launch, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:

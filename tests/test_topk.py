@@ -124,6 +124,25 @@ def test_selection_overflow_and_candidates(path):
 
 
 @needs_interpreter
+@pytest.mark.parametrize("rank_tile", [0, 16, 64])
+@pytest.mark.parametrize("ties,need", [(3, 2), (70, 50), (200, 133)])
+def test_candidates_ranked_in_tiles_or_one_at_a_time(rank_tile, ties, need, monkeypatch):
+    """The four-kernel path's last step ranks the candidates left in the final bin: RANK_TILE
+    against RANK_TILE a step (one step, several, a partial last tile) or one at a time (0), the
+    same exact answer, ties at the k-th score to the smallest index."""
+    monkeypatch.setattr(_topk_kernels, "RANK_TILE", rank_tile)
+    width = 6000
+    x = torch.full((1, width), -5.0)
+    x[0, :250] = 3.0 + torch.arange(250) / 64   # 250 certainly above the final bin
+    base = torch.tensor(1.0).view(torch.int32)
+    x[0, 1000:1000 + ties] = (base + torch.arange(ties, dtype=torch.int32) % 3).view(torch.float32)
+    lo = torch.tensor([0], dtype=torch.int32)
+    hi = torch.tensor([width], dtype=torch.int32)
+    idx, val = _select(x, 250 + need, lo, hi, path="rounds")
+    assert_same_topk(idx, val, x, 250 + need, lo, hi)
+
+
+@needs_interpreter
 @pytest.mark.parametrize("scan_slots", [False, True])
 @pytest.mark.parametrize("path", S.PATHS)
 def test_selection_slot_claims(scan_slots, path, monkeypatch):
