@@ -36,7 +36,7 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("rounds: range", KN.topk_range_kernel, {**common, "PDL": False}, w),
         ("rounds: round 1", KN.topk_hist_kernel, {**common, "ROUND": 1, "PDL": True}, w),
         ("rounds: round 2", KN.topk_hist_kernel, {**common, "ROUND": 2, "PDL": True}, w),
-        ("rounds: compaction", KN.topk_compact_kernel, {**common, **compact, "CAP_": KN.CAP}, w),
+        ("rounds: compaction", KN.topk_compact_kernel, {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE}, w),
         ("fused: round 1 (sampled range)", F.topk_round1_kernel, {**common, "SAMPLE_": F.SAMPLE, "PDL": False}, w),
         ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}, w),
         ("row: the one kernel", R.topk_row_kernel,

@@ -1,8 +1,9 @@
-"""One-off A/B: the four-kernel path's last step ranking the final bin's candidates 64 against 64
-a step (_topk_kernels.RANK_TILE 64) or one at a time (0: an L2 round trip per candidate on the
-row's last program), alternated 5 rounds in one process; decode in CUDA graphs of 4 calls
+"""One-off A/B: the four-kernel path's last step ranking the final bin's candidates T against T
+a step (_topk_kernels.RANK_TILE T; the tiles are argv[1], default 64,0) or one at a time (0: an
+L2 round trip per candidate on the row's last program), alternated 5 rounds in one process; decode in CUDA graphs of 4 calls
 (bench.topk's graph_us), prefill 4096x64K eager; every setting's answer checked first."""
 import json
+import sys
 
 import torch
 
@@ -12,7 +13,7 @@ from indexer_logits import _topk_kernels as KN
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.space import Problem
 
-TILES = (64, 0)
+TILES = tuple(int(t) for t in sys.argv[1].split(",")) if len(sys.argv) > 1 else (64, 0)
 for batch, ctx in ((64, 32768), (64, 131072), (1, 1 << 20), (32, 16384)):
     inp = make_decode_inputs(Problem(), batch, ctx, lens="full", device="cuda", max_pool_bytes=3 << 30)
     args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx)
