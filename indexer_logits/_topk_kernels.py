@@ -12,7 +12,7 @@ kernels with grids fixed by shapes, no host read, no data-dependent launch.
 4. compaction: every score above (t1, t2) is in the answer (fewer than k), and goes to an
    atomically claimed output slot; scores in (t1, t2) are candidates (at most CAP kept). The
    row's last program (a per-row counter, acq_rel atomics) ranks the candidates by (score
-   descending, index ascending), pairwise, and takes what is missing. More than CAP candidates (scores the two rounds cannot tell apart: ties, or a
+   descending, index ascending), pairwise in tiles of RANK_TILE, and takes what is missing. More than CAP candidates (scores the two rounds cannot tell apart: ties, or a
    range stretched by an outlier) take the overflow path in that same program: an exact radix
    over the candidates' 32-bit keys, 8 bits a scan, then ties at the k-th score in index order.
 
@@ -35,7 +35,10 @@ from triton.language.extra import cuda as tl_cuda
 
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
-RANK_TILE = 64   # candidates ranked RANK_TILE against RANK_TILE a step (_rank_in_tiles); 0: one at a time
+# The final bin's candidates ranked RANK_TILE against RANK_TILE a step (_rank_in_tiles); 0: one at a time.
+# Measured on the H200 (docs/PERF.md, "Top-k"): 32 takes 1.6-2.7 us off the decode selection against
+# one at a time; 64 put the compaction kernel at 219 registers (48 at 32 and at 0) and lost 10-25%.
+RANK_TILE = 32
 # Per-row workspace, int32, zero before the first kernel and left zero by the last: 16 words of
 # state (7 the compaction programs done; 8, 9 the output and candidate slots claimed; 10 the
 # largest key, 11 the complement of the smallest finite key, both as unsigned keys so that zero
@@ -315,7 +318,8 @@ def _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES
     """The candidates' ranks by (score descending, index ascending), RT of them against RT others a
     step ([RT, RT] compares in registers), and the first `need` written after `above`: for the
     usual handful (n_tie <= RT) one step and two loads, where one candidate at a time costs an
-    L2 round trip each (~0.4 us) on the row's last program, the selection's serial tail."""
+    L2 round trip each on the row's last program, the selection's serial tail. RT sets the
+    kernel's registers for all its programs (the compaction's: 48 at 32, 219 at 64 on sm_90)."""
     r = tl.arange(0, RT)
     for i0 in range(0, n_tie, RT):
         a = tl.load(cands + i0 + r, mask=i0 + r < n_tie, other=-9223372036854775807 - 1, cache_modifier=".cg")
