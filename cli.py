@@ -18,6 +18,7 @@ from commands.measure import bench, report
 from commands.predict import predict_command
 from commands.tables import emit, ship, verify
 from commands.retime import retime
+from commands.topk import tune_topk, verify_topk
 from commands.tuning import merge_db, tune
 from indexer_logits import _tables, _versions
 from tuner import __version__
@@ -76,7 +77,8 @@ def info(as_json: bool) -> None:
         click.echo(f"serving:    {serving[0]} {serving[1]}{note}")
 
 
-for command in (tune, retime, merge_db, emit, verify, bench, report, ship, check, predict_command):
+for command in (tune, retime, merge_db, emit, verify, bench, report, ship, check, predict_command, tune_topk,
+                verify_topk):
     main.add_command(command)
 
 

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from tuner.topk_tune import mismatched_rows, ref_sets  # noqa: F401  (tests and tools import them here)
+
 DECODE = [(64, 32768), (64, 131072), (1, 1048576), (128, 8192)]
 PREFILL = [(4096, 65536), (2048, 1048576)]
 MIN_SCRATCH_ROWS = 16  # --scratch-mib sizes giving blocks of fewer rows are not timed (hundreds of launches)
@@ -84,23 +86,6 @@ def on_path(path: str, fn):
         finally:
             S.PATH = saved
     return call
-
-
-def ref_sets(logits, lo, hi, k):
-    """Index sets of the stable descending sort inside each row's window (-1 pads), sorted per row."""
-    import torch
-    cols = torch.arange(logits.shape[1], device=logits.device)
-    valid = (cols[None] >= lo[:, None]) & (cols[None] < hi[:, None])
-    x = torch.where(valid, logits, torch.full_like(logits, float("-inf")))
-    idx = torch.sort(x, dim=1, descending=True, stable=True).indices[:, :k].int()
-    n = (hi - lo).clamp(0, k)
-    idx = torch.where(torch.arange(k, device=logits.device)[None] < n[:, None], idx - lo[:, None].int(),
-                      torch.full_like(idx, -1))
-    return idx.sort(dim=1).values
-
-
-def mismatched_rows(ours, logits, lo, hi, k) -> int:
-    return int((ours.sort(dim=1).values != ref_sets(logits, lo, hi, k)).any(dim=1).sum())
 
 
 def decode_cases(k: int, sweep: bool, paths=("fused", "rounds")) -> list[dict]:

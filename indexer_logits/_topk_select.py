@@ -8,7 +8,8 @@ from typing import Optional
 
 import torch
 
-from . import _api, _recorded_launches
+from . import _api, _recorded_launches, _topk_table
+from ._identity import slugify
 from ._api import get_num_sms
 
 WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
@@ -74,14 +75,18 @@ def workspace(rows: int, device) -> torch.Tensor:
     """The zeroed per-row state and histogram; the kernels leave it zero again, so one workspace
     serves every row block of a call (in stream order)."""
     kn = kernels()
-    return torch.zeros((rows, kn.STATE + 2 * kn.BINS), dtype=torch.int32, device=device)
+    bins = max(kn.BINS, max(_topk_table.ALLOWED["rounds"]["BINS"]))  # wide enough for any table entry's bins
+    return torch.zeros((rows, kn.STATE + 2 * bins), dtype=torch.int32, device=device)
 
 
-def chunk_size(rows: int, width: int) -> int:
-    """Keys per program: enough programs per row to fill the GPU, at least one BLOCK each."""
-    blocks = max(1, -(-width // BLOCK))
-    per_row = max(1, min(blocks, -(-PROGRAMS_PER_SM * get_num_sms() // max(rows, 1))))
-    return BLOCK * -(-blocks // per_row)
+def chunk_size(rows: int, width: int, block: Optional[int] = None, programs_per_sm: Optional[int] = None) -> int:
+    """Keys per program: enough programs per row to fill the GPU about `programs_per_sm` times
+    (PROGRAMS_PER_SM), at least one block of `block` keys (BLOCK) each."""
+    block = BLOCK if block is None else block
+    programs_per_sm = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+    blocks = max(1, -(-width // block))
+    per_row = max(1, min(blocks, -(-programs_per_sm * get_num_sms() // max(rows, 1))))
+    return block * -(-blocks // per_row)
 
 
 def check_k(k) -> int:
@@ -106,100 +111,133 @@ def top_k_output(out, rows: int, k: int, device, what: str = "out") -> torch.Ten
 
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
-                ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1, path: Optional[str] = None) -> str:
+                ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1, path: Optional[str] = None,
+                settings: Optional[dict] = None) -> str:
     """Write each row's top-k key indices (relative to its window start) into `indices`, and the
     scores into `values` when given. logits [R, W] float32 with unit column stride. `path`:
-    which selection (PATH when None); returns the one that ran. A call's launches are recorded
-    on its key's first call and replayed after (indexer_logits._recorded_launches)."""
+    which selection (PATH when None), `settings`: its launch settings over the modules' own
+    (path_settings). With neither given and PATH "auto", the GPU's tuned table serves where it
+    has an entry for the shape (indexer_logits._topk_table), else pick_path and the modules'
+    settings. Returns the path that ran. A call's launches are recorded on its key's first call
+    and replayed after (indexer_logits._recorded_launches)."""
+    rows, width = logits.shape
+    if path is None and settings is None and PATH == "auto":
+        entry = _tuned_entry(rows, width, logits.device)
+        if entry is not None:
+            path, settings = entry["path"], entry["settings"]
     path = PATH if path is None else path
     if path == "auto":
-        path = pick_path(logits.shape[0], logits.shape[1], logits.device)
+        path = pick_path(rows, width, logits.device)
     if path not in PATHS:
         raise ValueError(f"path: expected one of {PATHS} or 'auto', got {path!r}")
-    rows = logits.shape[0]
     if rows == 0:
         return path
-    launch_code, cap, settings = _PATH_CODE[path]()
-    cands = torch.empty((rows, cap), dtype=torch.int64, device=logits.device)
+    s = path_settings(path, settings)
+    if path != "row" and ws.numel() < rows * (kernels().STATE + 2 * s["BINS"]):
+        raise ValueError(f"ws: {ws.numel()} int32 words for {rows} rows of {s['BINS']} bins, expected at least "
+                         f"{rows * (kernels().STATE + 2 * s['BINS'])} (workspace(rows, device))")
+    launch_code = _PATH_CODE[path]
+    cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=logits.device)
     inputs = [logits, indices, values, ws, cands, lo, hi, lens]
-    _recorded_launches.run("topk:" + path, inputs, (k, window, next_n) + settings,
-                           lambda launch: launch_code(launch, logits, k, window, indices, values, ws, cands,
+    key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0)
+    _recorded_launches.run("topk:" + path, inputs, key,
+                           lambda launch: launch_code(launch, s, logits, k, window, indices, values, ws, cands,
                                                       lo, hi, lens, next_n), out_index=1)
     return path
 
 
-def _rounds_code():
-    """(launch code, candidates a row, every setting it reads) of the four-kernel path."""
-    kn = kernels()
-    return _launch_rounds, kn.CAP, (kn.BINS, kn.CAP, kn.RANK_TILE, BLOCK, NUM_WARPS, PROGRAMS_PER_SM, SCAN_SLOTS,
-                                    PDL, get_num_sms())
+def path_settings(path: str, given: Optional[dict] = None) -> dict:
+    """The launch settings of `path`: its modules' current values, with `given` over them (a name
+    the path does not read is refused)."""
+    if path == "row":
+        rk = row_kernels()
+        s = dict(BINS=rk.BINS, CAP=rk.CAP, BLOCK=rk.BLOCK, NUM_WARPS=rk.NUM_WARPS, PDL=rk.PDL)
+    elif path == "rounds":
+        kn = kernels()
+        s = dict(BINS=kn.BINS, CAP=kn.CAP, RANK_TILE=kn.RANK_TILE, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
+                 PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
+    elif path == "fused":
+        kn, fk = kernels(), fused_kernels()
+        s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
+                 PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
+    else:
+        raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
+    if given:
+        unknown = sorted(set(given) - set(s))
+        if unknown:
+            raise ValueError(f"settings: {unknown} are not settings of path {path!r} (it reads {sorted(s)})")
+        s.update(given)
+    return s
 
 
-def _fused_code():
-    fk, kn = fused_kernels(), kernels()
-    return _launch_fused, fk.CAP, (kn.BINS, fk.CAP, fk.SAMPLE, fk.CB, BLOCK, NUM_WARPS, PROGRAMS_PER_SM,
-                                   SCAN_SLOTS, PDL, get_num_sms())
+def _tuned_entry(rows: int, width: int, device) -> Optional[dict]:
+    """The tuned table's entry for this shape on this CUDA device, or None (no table, no CUDA)."""
+    if device.type != "cuda":
+        return None
+    slug = _DEVICE_SLUGS.get(device.index)
+    if slug is None:
+        slug = _DEVICE_SLUGS[device.index] = slugify(torch.cuda.get_device_name(device))
+    return _topk_table.entry_for(_topk_table.load(slug), rows, width, _api._device_sms(device.index),
+                                 ROW_MAX_WIDTH)
 
 
-def _row_code():
-    rk = row_kernels()
-    return _launch_row, rk.CAP, (rk.BINS, rk.CAP, rk.BLOCK, rk.NUM_WARPS, rk.PDL)
+_DEVICE_SLUGS: dict = {}
 
 
-_PATH_CODE = {"rounds": _rounds_code, "fused": _fused_code, "row": _row_code}
-
-
-def _launch_rounds(launch, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
+def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
     """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction."""
     kn = kernels()
-    BINS, CAP = kn.BINS, kn.CAP
-    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n)
-    launch(kn.topk_range_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS, PDL=False,
-           num_warps=NUM_WARPS)
+    BINS, BLOCK_ = s["BINS"], s["BLOCK"]
+    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
+    launch(kn.topk_range_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK_, BINS_=BINS, PDL=False,
+           num_warps=s["NUM_WARPS"])
     for round_ in (1, 2):
-        launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK,
+        launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK_,
                BINS_=BINS, PDL=pdl, **options)
     val = indices if values is None else values
     launch(kn.topk_compact_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
-           chunk, WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=CAP,
-           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, PDL=pdl, RANK_TILE_=kn.RANK_TILE,
-           **options)
+           chunk, WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
+           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], PDL=pdl,
+           RANK_TILE_=s["RANK_TILE"], **options)
 
 
-def _launch_fused(launch, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
+def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
     """The two-kernel path (indexer_logits._topk_fused): same grid, same workspace."""
     fk = fused_kernels()
-    BINS = kernels().BINS
-    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n)
-    launch(fk.topk_round1_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK, BINS_=BINS,
-           SAMPLE_=fk.SAMPLE, PDL=False, num_warps=NUM_WARPS)
+    BINS, BLOCK_ = s["BINS"], s["BLOCK"]
+    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
+    launch(fk.topk_round1_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK_, BINS_=BINS,
+           SAMPLE_=s["SAMPLE"], PDL=False, num_warps=s["NUM_WARPS"])
     val = indices if values is None else values
     launch(fk.topk_select_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
-           chunk, WINDOW=window, BLOCK=BLOCK, KP=1 << (k - 1).bit_length(), CAP_=fk.CAP,
-           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=SCAN_SLOTS, CB_=fk.CB, PDL=pdl, **options)
+           chunk, WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
+           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], CB_=s["CB"], PDL=pdl, **options)
 
 
-def _launch_row(launch, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
+def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
     """The one-kernel path (indexer_logits._topk_row): a program a row, a candidate buffer of CAP a row."""
     rk = row_kernels()
     rows, width = logits.shape
-    pdl = rk.PDL and _pdl(logits.device)
+    pdl = bool(s["PDL"]) and _pdl(logits.device)
     val = indices if values is None else values
     launch(rk.topk_row_kernel, (rows,), *_window_args(logits, indices, lo, hi, lens, next_n), k,
            indices, indices.stride(0), val, val.stride(0), cands,
-           WINDOW=window, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(width), CAP_=rk.CAP,
-           WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, rk.NUM_WARPS))
+           WINDOW=window, BLOCK_=s["BLOCK"], BINS_=s["BINS"] or rk.bins_for(width), CAP_=s["CAP"],
+           WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, s["NUM_WARPS"]))
 
 
-def _launch_setup(logits, indices, lo, hi, lens, next_n: int):
+_PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row}
+
+
+def _launch_setup(logits, indices, lo, hi, lens, next_n: int, s: dict):
     """What the four- and two-kernel paths launch with: the grid (a program per row and chunk),
     the chunk length, the window arguments every kernel takes first, whether to launch with PDL,
     and the launch options."""
     rows, width = logits.shape
-    chunk = chunk_size(rows, width)
+    chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
     grid = (rows, max(1, -(-width // chunk)))
-    pdl = _pdl(logits.device)
-    return grid, chunk, _window_args(logits, indices, lo, hi, lens, next_n), pdl, _launch_options(pdl, NUM_WARPS)
+    pdl = _pdl(logits.device, s["PDL"])
+    return grid, chunk, _window_args(logits, indices, lo, hi, lens, next_n), pdl, _launch_options(pdl, s["NUM_WARPS"])
 
 
 def _window_args(logits, indices, lo, hi, lens, next_n: int) -> tuple:
@@ -215,11 +253,12 @@ def _launch_options(pdl: bool, num_warps: int) -> dict:
     return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
 
 
-def _pdl(device) -> bool:
+def _pdl(device, setting=None) -> bool:
     """Whether kernels 2-4 overlap their launch with the kernel before (each waits for it with
-    gdc_wait before its first read): on CUDA devices of compute capability 9.0 and newer."""
-    if PDL is not None:
-        return bool(PDL) and device.type == "cuda"
+    gdc_wait before its first read): `setting` (PDL's value) where not None, else on CUDA devices
+    of compute capability 9.0 and newer."""
+    if setting is not None:
+        return bool(setting) and device.type == "cuda"
     if device.type != "cuda":
         return False
     return torch.cuda.get_device_capability(device)[0] >= 9

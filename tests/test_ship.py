@@ -109,6 +109,7 @@ def test_ship_is_self_contained(emitted, tmp_path):
     # shipping again over a shipped folder replaces it; over a foreign folder refuses
     assert CliRunner().invoke(cli.main, ["ship", "--out", str(out), "--root", str(emitted)]).exit_code == 0
     assert (out / "indexer_logits" / "tables" / "nvidia_h200" / "dispatch.json").is_file()
+    assert not (out / "indexer_logits" / "tables" / "nvidia_h200" / "topk.json").exists()
     (tmp_path / "other" / "indexer_logits").mkdir(parents=True)
     res = CliRunner().invoke(cli.main, ["ship", "--out", str(tmp_path / "other"), "--root", str(emitted)])
     assert res.exit_code != 0 and "not made by `ship`" in res.output
@@ -150,3 +151,23 @@ def test_verify_under_the_interpreter(emitted, tmp_path):
     module.write_text(module.read_text() + "# edited\n")
     res = CliRunner().invoke(cli.main, ["verify", "--root", str(root), "--gpu", "cpu", "--no-defaults"])
     assert res.exit_code == 1 and "sha256 differs" in res.output
+
+
+def test_ship_carries_a_gpus_top_k_table_and_refuses_a_broken_one(emitted, tmp_path):
+    import shutil
+
+    root = tmp_path / "tables"
+    shutil.copytree(emitted, root)
+    topk = {"format": 1, "gpu_slug": "nvidia_h200", "k": 2048, "entries": [
+        {"rows": 64, "width": 32768, "path": "rounds", "settings": {"BINS": 64}}]}
+    (root / "nvidia_h200" / "topk.json").write_text(json.dumps(topk))
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli.main, ["ship", "--out", str(out), "--root", str(root), "--gpu", "nvidia_h200"])
+    assert res.exit_code == 0, res.output
+    shipped = out / "indexer_logits" / "tables" / "nvidia_h200" / "topk.json"
+    assert json.loads(shipped.read_text()) == topk
+    assert "tables/nvidia_h200/topk.json" in json.loads((out / "indexer_logits" / "SHIPPED.json").read_text())["files"]
+    topk["gpu_slug"] = "nvidia_b200"
+    (root / "nvidia_h200" / "topk.json").write_text(json.dumps(topk))
+    res = CliRunner().invoke(cli.main, ["ship", "--out", str(out), "--root", str(root), "--gpu", "nvidia_h200"])
+    assert res.exit_code != 0 and "foreign" in res.output

@@ -168,3 +168,31 @@ def test_a_second_call_is_served_by_its_recorded_launches(path):
     assert sorted(s.calls for s in R.sequences().values()) == [0, 3]  # the three full blocks after the first
     logits = K.fp8_mqa_logits(*pre.args(), False)
     assert mismatched_rows(idx, logits, pre.cu_seqlen_ks, pre.cu_seqlen_ke, 1024) == 0
+
+
+def test_the_tuned_table_is_written_exact_and_served(tmp_path, monkeypatch):
+    """tune-topk's loop on the GPU (two settings a path, one bucket): the table it writes names an
+    exact setting, and the runtime's "auto" path serves that entry for the bucket's shape."""
+    import json
+    from indexer_logits import _topk_table
+    from tuner import topk_tune
+    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
+        "rounds": [dict(BINS=32, RANK_TILE=0), dict(BINS=64, RANK_TILE=32)],
+        "row": [dict(CAP=512, NUM_WARPS=16), dict(CAP=1024, NUM_WARPS=8)]}[path])
+    slug_dir = tmp_path / "tables" / "gpu"
+    (entry,) = topk_tune.run([(64, 8192)], 2048, slug_dir / "topk.json", tmp_path / "trials.jsonl", log=print)
+    assert entry["us"] > 0 and entry["default_us"] > 0
+    trials = [json.loads(x) for x in (tmp_path / "trials.jsonl").read_text().splitlines()]
+    assert len(trials) == 4 and all(t["exact"] for t in trials)
+    table = _topk_table.validate(json.loads((slug_dir / "topk.json").read_text()), slug_dir / "topk.json")
+    monkeypatch.setattr(_topk_table, "load", lambda slug: table)
+    served = []
+    real = S._PATH_CODE[entry["path"]]
+    monkeypatch.setitem(S._PATH_CODE, entry["path"], lambda launch, s, *a: served.append(s) or real(launch, s, *a))
+    monkeypatch.setattr(S, "PATH", "auto")
+    inp, args, _ = _decode(64, 8192, lens="random", seed=6)
+    idx = K.fp8_paged_mqa_topk(*args, 2048)
+    assert served and all(served[-1][n] == v for n, v in entry["settings"].items())
+    logits = K.fp8_paged_mqa_logits(*args, False)
+    lo, hi = _decode_windows(inp.context_lens, 1, 64)
+    assert mismatched_rows(idx, logits, lo, hi, 2048) == 0

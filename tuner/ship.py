@@ -1,7 +1,8 @@
 """`ship`: a self-contained folder that SGLang or vLLM imports with only torch and triton.
 
     <out>/<package>/                    the runtime (every indexer_logits/*.py file)
-    <out>/<package>/tables/<gpu_slug>/  each chosen GPU's dispatch.json and the modules it names
+    <out>/<package>/tables/<gpu_slug>/  each chosen GPU's dispatch.json and the modules it names, and
+                                        its topk.json (the top-k selection's tuned settings) if it has one
     <out>/<package>/tables/<gpu_slug>/triton-X.Y/  its tables tuned under other Tritons, when it has any
     <out>/<package>/tables/<gpu_slug>/predicted/   its predicted table, or the same_as pointer (with the
                                         table it names), when it has one
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from indexer_logits import _dispatch, _tables, _versions
+from indexer_logits import _dispatch, _tables, _topk_table, _versions
 from . import __version__
 
 RUNTIME_DIR = _dispatch.PACKAGE_DIR
@@ -94,6 +95,12 @@ def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = _dispatch
         dirs.update(ds)
         pointers += ps
     tables = {d.relative_to(root).as_posix(): _checked_table(d, slug) for d, slug in dirs.items()}
+    topk_tables = {slug: root / slug / _topk_table.FILE for slug in chosen if (root / slug / _topk_table.FILE).is_file()}
+    for slug, topk in topk_tables.items():
+        try:
+            _topk_table.validate(json.loads(topk.read_text()), topk, expect_slug=slug)
+        except (ValueError, _tables.DispatchTableError) as exc:
+            raise ShipError(f"{topk}: {exc}") from None
     target = Path(out) / package
     if target.exists():
         if not (target / MANIFEST).is_file():
@@ -111,6 +118,9 @@ def ship(out: Path, gpus: Optional[Sequence[str]] = None, root: Path = _dispatch
     for pointer in pointers:
         (target / "tables" / pointer.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pointer, target / "tables" / pointer.relative_to(root))
+    for slug, topk in topk_tables.items():  # the top-k selection's tuned settings, where a GPU has them
+        (target / "tables" / slug).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(topk, target / "tables" / slug / _topk_table.FILE)
     for path in sorted(target.rglob("*")):
         if path.is_file():
             result.files[path.relative_to(target).as_posix()] = _dispatch.file_sha256(path)

@@ -1,0 +1,114 @@
+"""The top-k selection's launch settings tuned on a GPU: <table dir>/<gpu_slug>/topk.json, written
+by `python cli.py tune-topk` (tuner/topk_tune.py), read by indexer_logits._topk_select where the
+path is "auto". Imports only the standard library and this package.
+
+    {"format": 1, "gpu_slug": "nvidia_h200", "gpu_name": "NVIDIA H200", "k": 2048,
+     "triton": "3.6.0", "sms": 132,
+     "entries": [{"rows": 64, "width": 32768, "path": "rounds",
+                  "settings": {"BINS": 64, "BLOCK": 512, ...}, "us": 33.9, "default_us": 34.6}, ...]}
+
+An entry is the best exact setting the tuner timed for selecting k of `width` keys in each of
+`rows` rows. A call is served by the entry nearest its shape (rows and width on a log scale) among
+those whose path suits it (the one-program-a-row path only up to the SM count of rows: past it, a
+second wave), else by the built-in choice (_topk_select.pick_path and the modules' settings). The
+settings are launch parameters: any of them selects exactly (the tuner times, it does not make
+them correct), so a table tuned under another Triton or k still selects right, only perhaps
+slower. A table that is malformed or made for another GPU is refused with an error naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from ._tables import DispatchTableError, table_root
+
+FORMAT = 1
+FILE = "topk.json"
+# What each path's settings may be (a table naming anything else is refused)
+ALLOWED = {
+    "rounds": {"BINS": (16, 32, 64, 128), "CAP": (256, 512, 1024, 2048), "RANK_TILE": (0, 8, 16, 32),
+               "BLOCK": (256, 512, 1024, 2048), "NUM_WARPS": (2, 4, 8), "PROGRAMS_PER_SM": (1, 2, 4, 8, 16, 32),
+               "SCAN_SLOTS": (False, True), "PDL": (False, True, None)},
+    "row": {"BINS": (64, 128, 256, None), "CAP": (256, 512, 1024, 2048), "BLOCK": (1024, 2048, 4096, 8192),
+            "NUM_WARPS": (4, 8, 16, 32), "PDL": (False, True)},
+}
+
+_CACHE: dict[str, Optional[dict]] = {}
+_LOCK = threading.Lock()
+
+
+def _fail(path: Path, msg: str):
+    raise DispatchTableError(f"{path}: {msg}")
+
+
+def validate(table: Any, path: Path, expect_slug: Optional[str] = None) -> dict:
+    """Check a parsed top-k table's structure and its GPU; return it."""
+    if not isinstance(table, dict):
+        _fail(path, f"expected a JSON object, got {type(table).__name__}")
+    if table.get("format") != FORMAT:
+        _fail(path, f"format: expected {FORMAT}, got {table.get('format')!r}")
+    if expect_slug is not None and table.get("gpu_slug") != expect_slug:
+        _fail(path, f"made for GPU {table.get('gpu_slug')!r}, not for {expect_slug!r}: refusing a foreign table")
+    entries = table.get("entries")
+    if not isinstance(entries, list):
+        _fail(path, "entries: expected a list")
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            _fail(path, f"entries[{i}]: expected an object")
+        for dim in ("rows", "width"):
+            if isinstance(e.get(dim), bool) or not isinstance(e.get(dim), int) or e[dim] < 1:
+                _fail(path, f"entries[{i}].{dim}: expected a positive int, got {e.get(dim)!r}")
+        allowed = ALLOWED.get(e.get("path"))
+        if allowed is None:
+            _fail(path, f"entries[{i}].path: expected one of {sorted(ALLOWED)}, got {e.get('path')!r}")
+        settings = e.get("settings")
+        if not isinstance(settings, dict):
+            _fail(path, f"entries[{i}].settings: expected an object")
+        for name, value in settings.items():
+            if name not in allowed:
+                _fail(path, f"entries[{i}].settings: {name!r} is not a setting of path {e['path']!r}")
+            if not any(type(value) is type(c) and value == c for c in allowed[name]):  # True is not 1 here
+                _fail(path, f"entries[{i}].settings.{name}: expected one of {allowed[name]}, got {value!r}")
+    return table
+
+
+def load(slug: str) -> Optional[dict]:
+    """The validated table of GPU `slug` in the table directory, or None where it has none (cached)."""
+    with _LOCK:
+        if slug in _CACHE:
+            return _CACHE[slug]
+    path = table_root() / slug / FILE
+    table = None
+    if path.is_file():
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            _fail(path, f"unreadable: {exc}")
+        table = validate(raw, path, expect_slug=slug)
+    with _LOCK:
+        _CACHE[slug] = table
+    return table
+
+
+def clear() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+def entry_for(table: Optional[dict], rows: int, width: int, sms: int, row_max_width: int) -> Optional[dict]:
+    """The entry nearest (rows, width) whose path suits the shape: the row path only for rows <= sms
+    and widths <= row_max_width (its measured range); None where no entry does."""
+    if not table:
+        return None
+    best, best_d = None, math.inf
+    for e in table["entries"]:
+        if e["path"] == "row" and not (rows <= sms and width <= row_max_width):
+            continue
+        d = abs(math.log2(max(rows, 1) / e["rows"])) + abs(math.log2(max(width, 1) / e["width"]))
+        if d < best_d:
+            best, best_d = e, d
+    return best

@@ -1,0 +1,165 @@
+"""The top-k selection's tuned settings on CPU: the table's validation and nearest entry
+(indexer_logits._topk_table), select_rows serving a table entry and explicit settings, and the
+tuner's loop (tuner/topk_tune.py: gate, best pick, trials file, table, rerun) under the
+interpreter with a fake timer. The tuning itself on a GPU is tests/test_topk_gpu.py's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from conftest import INTERPRET
+from indexer_logits import _tables, _topk_select as S, _topk_table as T
+from tuner import topk_tune
+
+needs_interpreter = pytest.mark.skipif(not INTERPRET, reason="runs the kernels on CPU tensors under the interpreter")
+
+
+def _table(entries, slug="nvidia_h200"):
+    return {"format": 1, "gpu_slug": slug, "gpu_name": "NVIDIA H200", "k": 2048, "entries": entries}
+
+
+ROUNDS = {"rows": 64, "width": 32768, "path": "rounds", "settings": {"BINS": 32, "RANK_TILE": 32, "PDL": None}}
+ROW = {"rows": 128, "width": 8192, "path": "row", "settings": {"CAP": 512, "NUM_WARPS": 16}}
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda t: t.update(format=2), "format"),
+    (lambda t: t.update(gpu_slug="nvidia_b200"), "foreign"),
+    (lambda t: t.update(entries={}), "entries"),
+    (lambda t: t["entries"][0].update(rows=0), "rows"),
+    (lambda t: t["entries"][0].update(width=True), "width"),
+    (lambda t: t["entries"][0].update(path="fused"), "path"),
+    (lambda t: t["entries"][0]["settings"].update(SAMPLE=2048), "not a setting"),
+    (lambda t: t["entries"][0]["settings"].update(BINS=48), "BINS"),
+    (lambda t: t["entries"][0]["settings"].update(SCAN_SLOTS=1), "SCAN_SLOTS"),   # 1 is not True
+    (lambda t: t["entries"][0]["settings"].update(RANK_TILE=64), "RANK_TILE"),  # 219 registers: never tuned
+], ids=["format", "foreign", "entries", "rows", "width", "path", "setting", "bins", "bool", "rank-tile"])
+def test_a_bad_table_is_refused_naming_the_field(change, why, tmp_path):
+    table = _table([json.loads(json.dumps(ROUNDS))])
+    change(table)
+    with pytest.raises(_tables.DispatchTableError, match=why):
+        T.validate(table, tmp_path / "topk.json", expect_slug="nvidia_h200")
+
+
+def test_the_nearest_entry_that_suits_the_shape_serves():
+    table = T.validate(_table([ROUNDS, ROW]), None)
+    assert T.entry_for(table, 64, 32768, 132, 32768) is ROUNDS
+    assert T.entry_for(table, 120, 8192, 132, 32768) is ROW        # nearest, and one wave of programs
+    assert T.entry_for(table, 200, 8192, 132, 32768) is ROUNDS      # a second wave: not the row path
+    assert T.entry_for(table, 128, 65536, 132, 32768) is ROUNDS     # too wide for it
+    assert T.entry_for(None, 64, 32768, 132, 32768) is None
+    assert T.entry_for(T.validate(_table([ROW]), None), 512, 8192, 132, 32768) is None
+
+
+def test_load_reads_the_gpus_table_once_and_refuses_a_broken_one(tmp_path, monkeypatch):
+    monkeypatch.setenv(_tables.ENV_TABLE_DIR, str(tmp_path))
+    T.clear()
+    assert T.load("nvidia_h200") is None
+    (tmp_path / "nvidia_h200").mkdir()
+    (tmp_path / "nvidia_h200" / "topk.json").write_text(json.dumps(_table([ROUNDS])))
+    assert T.load("nvidia_h200") is None  # cached: a table written later is read after clear()
+    T.clear()
+    assert T.load("nvidia_h200")["entries"] == [ROUNDS]
+    (tmp_path / "nvidia_h200" / "topk.json").write_text("{")
+    T.clear()
+    with pytest.raises(_tables.DispatchTableError, match="topk.json: unreadable"):
+        T.load("nvidia_h200")
+    T.clear()
+
+
+def test_settings_a_path_does_not_read_are_refused():
+    with pytest.raises(ValueError, match="SAMPLE"):
+        S.path_settings("rounds", {"SAMPLE": 2048})
+    assert S.path_settings("row", {"CAP": 1024})["CAP"] == 1024
+    assert S.path_settings("rounds")["RANK_TILE"] == S.kernels().RANK_TILE
+
+
+@needs_interpreter
+def test_select_rows_serves_the_table_entry_with_its_settings(monkeypatch):
+    """With PATH "auto" and no path given, a table entry picks the path and its settings; a given
+    path (a bench's, a test's) or settings bypass the table."""
+    from test_topk import assert_same_topk
+    seen = []
+    monkeypatch.setattr(S, "_tuned_entry", lambda rows, width, device: seen.append((rows, width)) or
+                        {"path": "rounds", "settings": {"BINS": 32, "RANK_TILE": 8, "BLOCK": 1024}})
+    codes = []
+    for name, code in list(S._PATH_CODE.items()):
+        monkeypatch.setitem(S._PATH_CODE, name, lambda launch, s, *a, _c=code, _n=name: codes.append((_n, s)) or
+                            _c(launch, s, *a))
+    x = torch.randn(3, 5000)
+    lo = torch.zeros(3, dtype=torch.int32)
+    hi = torch.tensor([5000, 3000, 100], dtype=torch.int32)
+    idx, val = torch.empty(3, 300, dtype=torch.int32), torch.empty(3, 300)
+    assert S.select_rows(x, 300, S.WINDOW_RAGGED, idx, val, S.workspace(3, "cpu"), lo=lo, hi=hi) == "rounds"
+    assert seen == [(3, 5000)] and codes[-1][0] == "rounds"
+    assert (codes[-1][1]["BINS"], codes[-1][1]["RANK_TILE"], codes[-1][1]["BLOCK"]) == (32, 8, 1024)
+    assert_same_topk(idx, val, x, 300, lo, hi)
+    assert S.select_rows(x, 300, S.WINDOW_RAGGED, idx, val, S.workspace(3, "cpu"), lo=lo, hi=hi, path="row") == "row"
+    assert seen == [(3, 5000)]  # not consulted
+
+
+@needs_interpreter
+def test_the_tuner_gates_picks_the_fastest_exact_and_keeps_every_trial(tmp_path, monkeypatch):
+    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
+        "rounds": [dict(BINS=32, RANK_TILE=0), dict(BINS=64, RANK_TILE=32), dict(BINS=64, RANK_TILE=8)],
+        "row": [dict(CAP=512, NUM_WARPS=4)]}[path])
+    real = S.select_rows
+
+    def broken_for_bins_64_tile_8(*a, settings=None, **kw):  # a setting whose answer is wrong: gated out
+        out = real(*a, settings=settings, **kw)
+        if settings == dict(BINS=64, RANK_TILE=8):
+            a[3][:, 0] = a[3][:, 1]
+        return out
+    monkeypatch.setattr(S, "select_rows", broken_for_bins_64_tile_8)
+    speed = {(None, None): 9.0, (32, 0): 5.0, (64, 32): 4.0, (64, 8): 1.0, (None, 512): 6.0}
+
+    def timer(fn):  # the fake GPU: times by the setting the call ran with
+        calls = []
+        monkeypatch.setattr(S, "select_rows", lambda *a, settings=None, **kw: calls.append(settings) or
+                            broken_for_bins_64_tile_8(*a, settings=settings, **kw))
+        fn()
+        monkeypatch.setattr(S, "select_rows", broken_for_bins_64_tile_8)
+        s = calls[0] or {}
+        return speed[(s.get("BINS"), s.get("RANK_TILE", s.get("CAP")))]
+    lines = []
+    table, trials = tmp_path / "cpu" / "topk.json", tmp_path / "trials.jsonl"
+    entries = topk_tune.run([(2, 4096)], 256, table, trials, device="cpu", timer=timer, log=lines.append)
+    (entry,) = entries
+    assert (entry["path"], entry["settings"], entry["us"], entry["default_us"]) == \
+        ("rounds", dict(BINS=64, RANK_TILE=32), 4.0, 9.0)
+    got = [json.loads(x) for x in trials.read_text().splitlines()]
+    assert [t.get("exact") for t in got] == [True, True, False, True]
+    assert "us" not in got[2]  # the wrong one is never timed
+    assert json.loads(table.read_text())["entries"] == [entry] and "2x4096: rounds" in lines[-1]
+    topk_tune.run([(2, 4096)], 256, table, trials, device="cpu", timer=timer, log=lines.append)
+    assert "in the table, kept" in lines[-1] and len(trials.read_text().splitlines()) == 4
+
+
+def test_buckets_parse_or_name_the_option():
+    assert topk_tune.parse_buckets("64x32768, 1X1048576") == ((64, 32768), (1, 1048576))
+    assert topk_tune.parse_buckets(None) == topk_tune.DEFAULT_BUCKETS
+    for bad in ("64", "64x", "0x8", "ax8"):
+        with pytest.raises(ValueError, match="--buckets"):
+            topk_tune.parse_buckets(bad)
+
+
+def test_the_space_holds_what_the_h200_taught():
+    rounds = topk_tune.space("rounds", 64, 32768, 132)
+    assert rounds and all(s["RANK_TILE"] <= 32 and s["BINS"] <= 64 for s in rounds)
+    assert topk_tune.space("row", 128, 8192, 132) and not topk_tune.space("row", 256, 8192, 132)
+    assert not topk_tune.space("row", 64, 131072, 132)
+
+
+def test_a_workspace_too_small_for_the_bins_is_refused():
+    """The four kernels index the workspace by their bins: one narrower than that is an error
+    naming it, never a write past its end; workspace() holds the widest bins a table may name."""
+    x = torch.randn(4, 1000)
+    idx = torch.empty(4, 10, dtype=torch.int32)
+    small = torch.zeros(4, 16 + 2 * 32, dtype=torch.int32)
+    with pytest.raises(ValueError, match="ws:"):
+        S.select_rows(x, 10, S.WINDOW_LIMIT, idx, None, small, lens=torch.full((4,), 1000, dtype=torch.int32),
+                      path="rounds", settings={"BINS": 64})
+    assert S.workspace(4, "cpu").shape[1] >= 16 + 2 * max(T.ALLOWED["rounds"]["BINS"])

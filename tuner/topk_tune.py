@@ -1,0 +1,181 @@
+"""Tuning the top-k selection on this GPU (`python cli.py tune-topk`): per bucket (rows x width of
+decode logits, next_n 1, full lengths), every launch setting in the space of each selection path
+that suits the shape, gated exact against a stable sort, timed alone in a CUDA graph; the best of
+each bucket, beside the built-in choice's time, goes to <table dir>/<gpu_slug>/topk.json
+(indexer_logits._topk_table), which the runtime's "auto" path serves.
+
+What the H200 taught is in the space as constraints, not as winners (docs/PERF.md, "Top-k"):
+- the one-program-a-row path only where one wave of programs holds the rows (rows <= SMs; at
+  256 rows it lost 10-20%) and rows of at most ROW_MAX_WIDTH keys (its passes over a long row);
+- RANK_TILE at most 32: 64 put the compaction kernel at 219 registers (48 at 32) and lost 10-25%;
+- the row path's sort costs what CAP holds, and its bins grow with the width: CAP 512-1,024,
+  bins 64-128;
+- the four kernels' histogram cost grows with the bins (tl.histogram: ~log2(B) * B / 32 per key):
+  32 or 64 bins, two rounds.
+
+The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
+bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of
+equal keys: the candidates' and the overflow paths). Nothing is lost on a crash: each trial is a
+JSON line appended to the trials file as it ends, the table is rewritten after each bucket, and a
+rerun keeps the buckets the table holds (--fresh retunes them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+import torch
+
+DEFAULT_BUCKETS = ((1, 1 << 20), (64, 32768), (64, 131072), (128, 8192), (256, 8192))
+DEFAULT_K = 2048
+
+
+def ref_sets(logits, lo, hi, k):
+    """Index sets of the stable descending sort inside each row's window (-1 pads), sorted per row."""
+    cols = torch.arange(logits.shape[1], device=logits.device)
+    valid = (cols[None] >= lo[:, None]) & (cols[None] < hi[:, None])
+    x = torch.where(valid, logits, torch.full_like(logits, float("-inf")))
+    idx = torch.sort(x, dim=1, descending=True, stable=True).indices[:, :k].int()
+    n = (hi - lo).clamp(0, k)
+    idx = torch.where(torch.arange(k, device=logits.device)[None] < n[:, None], idx - lo[:, None].int(),
+                      torch.full_like(idx, -1))
+    return idx.sort(dim=1).values
+
+
+def mismatched_rows(ours, logits, lo, hi, k) -> int:
+    """Rows whose index set differs from the stable sort's."""
+    return int((ours.sort(dim=1).values != ref_sets(logits, lo, hi, k)).any(dim=1).sum())
+
+
+def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
+    """The settings tried for `path` at this shape (module docstring): [] where the path does not suit it."""
+    from indexer_logits._topk_select import ROW_MAX_WIDTH
+    if path == "rounds":
+        return [dict(BINS=b, BLOCK=bl, PROGRAMS_PER_SM=p, RANK_TILE=rt)
+                for b in (32, 64) for bl in (512, 1024) for p in (4, 8, 16) for rt in (0, 32)]
+    if path == "row":
+        if rows > sms or width > ROW_MAX_WIDTH:
+            return []
+        return [dict(BINS=b, CAP=c, BLOCK=bl, NUM_WARPS=w)
+                for b in (64, 128) for c in (512, 1024) for bl in (4096, 8192) for w in (8, 16)]
+    raise ValueError(f"path: expected 'rounds' or 'row', got {path!r}")
+
+
+def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
+    """(logits, lens) of a decode bucket: the fp8 logits kernel's output over random inputs, full lengths."""
+    import indexer_logits as K
+    from tuner.inputs import make_decode_inputs
+    from tuner.space import Problem
+    inp = make_decode_inputs(Problem(), rows, width, lens="full", device=device, seed=seed, max_pool_bytes=2 << 30)
+    logits = K.fp8_paged_mqa_logits(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None,
+                                    width, False)
+    return logits, inp.context_lens.int()
+
+
+def gpu_timer(fn) -> float:
+    """Microseconds per call, median of CUDA-graph replays (tuner.timing)."""
+    from tuner.timing import time_cuda_graph
+    return time_cuda_graph([fn]).p50_ms * 1e3
+
+
+def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
+                on_trial: Callable[[dict], None] = lambda t: None, paths: Iterable[str] = ("rounds", "row")) -> dict:
+    """The table entry of one bucket: the fastest exact setting, and the built-in choice's time."""
+    from indexer_logits import _topk_select as S
+    logits, lens = bucket_logits(rows, width, device)
+    ties = logits.to(torch.bfloat16).float()  # equal keys in runs: the candidates' and overflow paths
+    zeros = torch.zeros_like(lens)
+    idx = torch.empty(rows, k, dtype=torch.int32, device=device)
+    ws = S.workspace(rows, device)
+
+    def select(x, path, settings):
+        return lambda: S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path=path, settings=settings)
+
+    default_path = S.pick_path(rows, width, logits.device)
+    default_us = timer(select(logits, default_path, None))
+    best = None
+    for path in paths:
+        for settings in space(path, rows, width, sms):
+            trial = {"rows": rows, "width": width, "k": k, "path": path, "settings": settings}
+            try:
+                exact = True
+                for x in (logits, ties):
+                    select(x, path, settings)()
+                    exact = exact and mismatched_rows(idx, x, zeros, lens, k) == 0
+                trial["exact"] = exact
+                if exact:
+                    trial["us"] = timer(select(logits, path, settings))
+            except Exception as exc:  # a setting that does not compile or launch here: recorded, skipped
+                trial["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            on_trial(trial)
+            if trial.get("us") is not None and (best is None or trial["us"] < best["us"]):
+                best = trial
+    if best is None:
+        raise RuntimeError(f"bucket {rows}x{width}: no setting was exact (the trials file says why)")
+    return {"rows": rows, "width": width, "path": best["path"], "settings": best["settings"],
+            "us": round(best["us"], 2), "default_path": default_path, "default_us": round(default_us, 2)}
+
+
+def write_table(path: Path, entries: list[dict], k: int, device: str) -> None:
+    """The table, written to a temporary file and renamed over the old one (never half a file)."""
+    import triton
+    from indexer_logits._api import _device_sms
+    from indexer_logits._identity import slugify
+    name = torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cpu"
+    table = {"format": 1, "gpu_slug": slugify(name), "gpu_name": name, "k": k,
+             "triton": getattr(triton, "__version__", None),
+             "sms": _device_sms(torch.device(device).index) if torch.cuda.is_available() else None,
+             "entries": sorted(entries, key=lambda e: (e["rows"], e["width"]))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(table, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = False, device: str = "cuda",
+        timer: Callable = gpu_timer, log: Callable[[str], None] = print) -> list[dict]:
+    """Tune every bucket not already in the table (all with `fresh`); returns the table's entries."""
+    from indexer_logits import _topk_table
+    from indexer_logits._api import _device_sms
+    sms = _device_sms(torch.device(device).index) if torch.device(device).type == "cuda" else 4
+    entries = []
+    if table_path.is_file() and not fresh:
+        entries = _topk_table.validate(json.loads(table_path.read_text()), table_path)["entries"]
+    have = {(e["rows"], e["width"]) for e in entries}
+    trials_path.parent.mkdir(parents=True, exist_ok=True)
+    for n, (rows, width) in enumerate(buckets, 1):
+        if (rows, width) in have:
+            log(f"[{n}/{len(buckets)}] {rows}x{width}: in the table, kept (--fresh retunes it)")
+            continue
+        t0 = time.time()
+        with trials_path.open("a") as f:
+            def on_trial(trial, f=f):
+                f.write(json.dumps(trial) + "\n")
+                f.flush()
+            entry = tune_bucket(rows, width, k, device, sms, timer, on_trial)
+        entries = [e for e in entries if (e["rows"], e["width"]) != (rows, width)] + [entry]
+        write_table(table_path, entries, k, device)
+        _topk_table.clear()
+        log(f"[{n}/{len(buckets)}] {rows}x{width}: {entry['path']} {entry['settings']} {entry['us']:.1f} us "
+            f"(built-in {entry['default_path']} {entry['default_us']:.1f} us), {time.time() - t0:.0f} s")
+    return entries
+
+
+def parse_buckets(text: Optional[str]) -> tuple:
+    """'64x32768,1x1048576' -> ((64, 32768), (1, 1048576)); None -> DEFAULT_BUCKETS."""
+    if not text:
+        return DEFAULT_BUCKETS
+    out = []
+    for part in text.split(","):
+        try:
+            rows, width = (int(v) for v in part.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"--buckets: expected ROWSxWIDTH[,ROWSxWIDTH...], got {part!r}") from None
+        if rows < 1 or width < 1:
+            raise ValueError(f"--buckets: rows and width must be positive, got {part!r}")
+        out.append((rows, width))
+    return tuple(out)
