@@ -10,7 +10,7 @@ path is "auto". Imports only the standard library and this package.
 An entry is the best exact setting the tuner timed for selecting k of `width` keys in each of
 `rows` rows. A call is served by the entry nearest its shape (rows and width on a log scale) among
 those whose path suits it (the one-program-a-row path only up to the SM count of rows: past it, a
-second wave), else by the built-in choice (_topk_select.pick_path and the modules' settings). The
+second wave) and that lie within an octave of it (REACH), else by the built-in choice (_topk_select.pick_path and the modules' settings). The
 settings are launch parameters: any of them selects exactly (the tuner times, it does not make
 them correct), so a table tuned under another Triton or k still selects right, only perhaps
 slower. A table that is malformed or made for another GPU is refused with an error naming it.
@@ -99,16 +99,21 @@ def clear() -> None:
         _CACHE.clear()
 
 
+REACH = 1.0  # an entry serves shapes within this many octaves of its own, in rows and in width
+
+
 def entry_for(table: Optional[dict], rows: int, width: int, sms: int, row_max_width: int) -> Optional[dict]:
-    """The entry nearest (rows, width) whose path suits the shape: the row path only for rows <= sms
-    and widths <= row_max_width (its measured range); None where no entry does."""
+    """The entry nearest (rows, width) whose path suits the shape (the row path only for rows <= sms
+    and widths <= row_max_width, its measured range) and that lies within REACH octaves of it in
+    both; None where no entry does (the built-in choice then serves: a table says what was
+    measured, not what a shape far from it wants)."""
     if not table:
         return None
     best, best_d = None, math.inf
     for e in table["entries"]:
         if e["path"] == "row" and not (rows <= sms and width <= row_max_width):
             continue
-        d = abs(math.log2(max(rows, 1) / e["rows"])) + abs(math.log2(max(width, 1) / e["width"]))
-        if d < best_d:
-            best, best_d = e, d
+        dr, dw = abs(math.log2(max(rows, 1) / e["rows"])), abs(math.log2(max(width, 1) / e["width"]))
+        if dr <= REACH and dw <= REACH and dr + dw < best_d:
+            best, best_d = e, dr + dw
     return best

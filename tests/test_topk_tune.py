@@ -48,8 +48,11 @@ def test_the_nearest_entry_that_suits_the_shape_serves():
     table = T.validate(_table([ROUNDS, ROW]), None)
     assert T.entry_for(table, 64, 32768, 132, 32768) is ROUNDS
     assert T.entry_for(table, 120, 8192, 132, 32768) is ROW        # nearest, and one wave of programs
-    assert T.entry_for(table, 200, 8192, 132, 32768) is ROUNDS      # a second wave: not the row path
-    assert T.entry_for(table, 128, 65536, 132, 32768) is ROUNDS     # too wide for it
+    assert T.entry_for(table, 100, 16384, 132, 32768) is ROW
+    assert T.entry_for(table, 128, 20000, 132, 32768) is ROUNDS     # nearer 64 x 32K
+    assert T.entry_for(table, 128, 65536, 132, 32768) is ROUNDS     # too wide for the row path
+    assert T.entry_for(table, 200, 8192, 132, 32768) is None        # a second wave, and 64 x 32K two octaves off
+    assert T.entry_for(table, 204, 65536, 132, 32768) is None       # a prefill block: far from every entry
     assert T.entry_for(None, 64, 32768, 132, 32768) is None
     assert T.entry_for(T.validate(_table([ROW]), None), 512, 8192, 132, 32768) is None
 
