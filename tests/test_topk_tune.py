@@ -139,6 +139,10 @@ def test_the_tuner_gates_picks_the_fastest_exact_and_keeps_every_trial(tmp_path,
     assert json.loads(table.read_text())["entries"] == [entry] and "2x4096: rounds" in lines[-1]
     topk_tune.run([(2, 4096)], 256, table, trials, device="cpu", timer=timer, log=lines.append)
     assert "in the table, kept" in lines[-1] and len(trials.read_text().splitlines()) == 4
+    speed[(None, None)] = 4.05  # the best no longer beats the built-in choice by MARGIN: the built-in it is
+    (entry,) = topk_tune.run([(2, 4096)], 256, table, trials, fresh=True, device="cpu", timer=timer, log=lines.append)
+    assert (entry["path"], entry["settings"], entry["us"]) == ("rounds", {}, 4.05)
+    assert S.path_settings(entry["path"], entry["settings"]) == S.path_settings("rounds")
 
 
 def test_buckets_parse_or_name_the_option():
