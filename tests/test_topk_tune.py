@@ -170,3 +170,12 @@ def test_a_workspace_too_small_for_the_bins_is_refused():
         S.select_rows(x, 10, S.WINDOW_LIMIT, idx, None, small, lens=torch.full((4,), 1000, dtype=torch.int32),
                       path="rounds", settings={"BINS": 64})
     assert S.workspace(4, "cpu").shape[1] >= 16 + 2 * max(T.ALLOWED["rounds"]["BINS"])
+
+
+def test_the_committed_h200_table_is_valid_and_reaches_the_issues_shapes():
+    from pathlib import Path
+    path = Path(T.__file__).parent / "tables" / "nvidia_h200" / T.FILE
+    table = T.validate(json.loads(path.read_text()), path, expect_slug="nvidia_h200")
+    for rows, width in ((64, 32768), (64, 131072), (1, 1 << 20), (128, 8192)):
+        assert T.entry_for(table, rows, width, 132, S.ROW_MAX_WIDTH) is not None, (rows, width)
+    assert T.entry_for(table, 204, 65536, 132, S.ROW_MAX_WIDTH) is None  # a prefill block: the built-in choice
