@@ -7,19 +7,21 @@ import json
 from pathlib import Path
 
 import click
+import torch
+
+from indexer_logits import _topk_select as S
+from indexer_logits._identity import slugify
+from indexer_logits._topk_table import FILE, validate
+from tuner import topk_tune
 
 from .common import DB_DIR, GENERATED
 
 
 def _table_path(out: Path | None) -> Path:
-    import torch
-    from indexer_logits._identity import slugify
-    from indexer_logits._topk_table import FILE
     return Path(out or GENERATED) / slugify(torch.cuda.get_device_name()) / FILE
 
 
 def _needs_cuda() -> None:
-    import torch
     if not torch.cuda.is_available():
         raise click.ClickException("no CUDA device: the top-k selection is tuned and verified on the GPU it serves")
 
@@ -37,7 +39,6 @@ def tune_topk(buckets, k, out, trials, fresh) -> None:
     """Tune the top-k selection (path and launch settings) per bucket on this GPU: every setting of
     each path that suits the bucket, gated exact, timed in CUDA graphs; the best per bucket goes to
     <out>/<gpu_slug>/topk.json, served by the runtime's "auto" path."""
-    from tuner import topk_tune
     _needs_cuda()
     try:
         bucket_list = topk_tune.parse_buckets(buckets)
@@ -59,10 +60,6 @@ def tune_topk(buckets, k, out, trials, fresh) -> None:
 def verify_topk(out, seed) -> None:
     """Re-check this GPU's top-k table: each entry exact on fresh inputs (and their bfloat16-rounded
     ties) and timed beside the built-in choice; exit 1 on a mismatch."""
-    import torch
-    from indexer_logits import _topk_select as S
-    from indexer_logits._topk_table import validate
-    from tuner import topk_tune
     _needs_cuda()
     path = _table_path(out)
     if not path.is_file():

@@ -30,6 +30,16 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 import torch
+import triton
+
+import indexer_logits as K
+from indexer_logits import _topk_select as S, _topk_table
+from indexer_logits._api import _device_sms
+from indexer_logits._identity import slugify
+
+from .inputs import make_decode_inputs
+from .space import Problem
+from .timing import time_cuda_graph
 
 DEFAULT_BUCKETS = ((1, 1 << 20), (64, 32768), (64, 131072), (128, 8192), (256, 8192))
 DEFAULT_K = 2048
@@ -56,12 +66,11 @@ def mismatched_rows(ours, logits, lo, hi, k) -> int:
 
 def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
     """The settings tried for `path` at this shape (module docstring): [] where the path does not suit it."""
-    from indexer_logits._topk_select import ROW_MAX_WIDTH
     if path == "rounds":
         return [dict(BINS=b, BLOCK=bl, PROGRAMS_PER_SM=p, RANK_TILE=rt)
                 for b in (32, 64) for bl in (512, 1024) for p in (4, 8, 16) for rt in (0, 32)]
     if path == "row":
-        if rows > sms or width > ROW_MAX_WIDTH:
+        if rows > sms or width > S.ROW_MAX_WIDTH:
             return []
         return [dict(BINS=b, CAP=c, BLOCK=bl, NUM_WARPS=w)
                 for b in (64, 128) for c in (512, 1024) for bl in (4096, 8192) for w in (8, 16)]
@@ -70,9 +79,6 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
 
 def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
     """(logits, lens) of a decode bucket: the fp8 logits kernel's output over random inputs, full lengths."""
-    import indexer_logits as K
-    from tuner.inputs import make_decode_inputs
-    from tuner.space import Problem
     inp = make_decode_inputs(Problem(), rows, width, lens="full", device=device, seed=seed, max_pool_bytes=2 << 30)
     logits = K.fp8_paged_mqa_logits(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None,
                                     width, False)
@@ -81,14 +87,12 @@ def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
 
 def gpu_timer(fn) -> float:
     """Microseconds per call, median of CUDA-graph replays (tuner.timing)."""
-    from tuner.timing import time_cuda_graph
     return time_cuda_graph([fn]).p50_ms * 1e3
 
 
 def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
                 on_trial: Callable[[dict], None] = lambda t: None, paths: Iterable[str] = ("rounds", "row")) -> dict:
     """The table entry of one bucket: the fastest exact setting, and the built-in choice's time."""
-    from indexer_logits import _topk_select as S
     logits, lens = bucket_logits(rows, width, device)
     ties = logits.to(torch.bfloat16).float()  # equal keys in runs: the candidates' and overflow paths
     zeros = torch.zeros_like(lens)
@@ -134,9 +138,6 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
 
 def write_table(path: Path, entries: list[dict], k: int, device: str) -> None:
     """The table, written to a temporary file and renamed over the old one (never half a file)."""
-    import triton
-    from indexer_logits._api import _device_sms
-    from indexer_logits._identity import slugify
     name = torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cpu"
     table = {"format": 1, "gpu_slug": slugify(name), "gpu_name": name, "k": k,
              "triton": getattr(triton, "__version__", None),
@@ -151,8 +152,6 @@ def write_table(path: Path, entries: list[dict], k: int, device: str) -> None:
 def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = False, device: str = "cuda",
         timer: Callable = gpu_timer, log: Callable[[str], None] = print) -> list[dict]:
     """Tune every bucket not already in the table (all with `fresh`); returns the table's entries."""
-    from indexer_logits import _topk_table
-    from indexer_logits._api import _device_sms
     sms = _device_sms(torch.device(device).index) if torch.device(device).type == "cuda" else 4
     entries = []
     if table_path.is_file() and not fresh:
