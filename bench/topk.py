@@ -322,7 +322,7 @@ def main(argv=None) -> int:
         return 2
     t0 = time.time()
     if a.profile:
-        from bench.topk_profile import profile
+        from bench._topk_profile import profile
         profile(a.k, paths, on_path)
     result = {"gpu": torch.cuda.get_device_name(), "k": a.k, "paths": paths,
               "decode": decode_cases(a.k, a.sweep, paths)}

@@ -1,4 +1,4 @@
-"""bench.topk --profile: where a top-k call's device time goes, kernel by kernel (torch.profiler)."""
+"""bench.topk --profile (a part of that tool, not a tool of its own): where a top-k call's device time goes, kernel by kernel (torch.profiler)."""
 
 from __future__ import annotations
 
