@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from indexer_logits._topk_table import FILE as TOPK_FILE
 from tuner.render import template_hash
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,10 @@ def test_h200_table_reemits_byte_for_byte(tmp_path):
     # fields where the entry and its module are unchanged, and rewrites everything else
     (tmp_path / "nvidia_h200").mkdir()
     (tmp_path / "nvidia_h200" / "dispatch.json").write_bytes((TABLE / "dispatch.json").read_bytes())
+    # the top-k selection's table (cli.py tune-topk) is not emitted from the trial store: emit keeps it
+    topk = TABLE / TOPK_FILE
+    if topk.exists():
+        (tmp_path / "nvidia_h200" / TOPK_FILE).write_bytes(topk.read_bytes())
     result = CliRunner().invoke(cli.main, ["emit", "--db", str(DB), "--gpu", "nvidia_h200", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     fresh = tmp_path / "nvidia_h200"
