@@ -41,15 +41,16 @@ import time
 from pathlib import Path
 
 
-def _alternated(fns: dict, calls: int, rounds: int = 5) -> dict:
+def _alternated(fns: dict, calls: int, rounds: int = 5, batch: int = 200, timer=None) -> dict:
     """Host us per call of each of `fns`, timed in turn `rounds` times (so the host's drift, which
     moves figures up to 2x within one process on a shared GPU host, falls on each alike): the
-    median of its rounds and its best round."""
+    median of its rounds and its best round. `batch` and `timer` (_us): as _us takes them."""
     import statistics
+    timer = _us if timer is None else timer
     seen: dict = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            seen[name].append(_us(fn, calls))
+            seen[name].append(timer(fn, calls, batch=batch))
     return {name: (statistics.median(v), min(v)) for name, v in seen.items()}
 
 

@@ -18,11 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
-from bench.eager import _us, decode_inputs, prefill_inputs
+from bench.eager import _alternated, decode_inputs, prefill_inputs
 
 CASES = (("decode", 1, 4096), ("decode", 64, 8192), ("prefill", 128, 8192))
 ROUNDS = 5
@@ -61,15 +60,6 @@ def case_fns(kind: str, rows: int, keys: int) -> dict:
             "topk_launch_code": _with_env(topk, "INDEXER_LOGITS_FAST_LAUNCH", "0")}
 
 
-def time_case(fns: dict, calls: int, timer=_us) -> dict:
-    """Host us per call of each of `fns`, alternated ROUNDS times: {name: (median, best)}."""
-    seen: dict = {name: [] for name in fns}
-    for _ in range(ROUNDS):
-        for name, fn in fns.items():
-            seen[name].append(timer(fn, calls, batch=100))
-    return {name: (statistics.median(v), min(v)) for name, v in seen.items()}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.eager_topk", description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=1000)
@@ -82,7 +72,7 @@ def main(argv=None) -> int:
     from indexer_logits import _recorded_launches
     rows = []
     for kind, n, keys in CASES:
-        timed = time_case(case_fns(kind, n, keys), args.calls)
+        timed = _alternated(case_fns(kind, n, keys), args.calls, ROUNDS, batch=100)
         row = {"case": f"{kind} {n}x{keys // 1024}K", **{f"{name}_us": m for name, (m, _) in timed.items()},
                **{f"{name}_best_us": b for name, (_, b) in timed.items()}}
         rows.append(row)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bench import eager_topk as E
+from bench.eager import _alternated
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +27,7 @@ def test_the_calls_alternate_and_the_switch_holds_only_during_a_call(monkeypatch
     fns = {"a": lambda: seen.append(("a", os.environ.get("X_SWITCH"))),
            "b": E._with_env(lambda: seen.append(("b", os.environ.get("X_SWITCH"))), "X_SWITCH", "0")}
     times = iter(range(1, 100))
-    got = E.time_case(fns, 10, timer=lambda fn, calls, batch: (fn(), next(times))[1])
+    got = _alternated(fns, 10, E.ROUNDS, batch=100, timer=lambda fn, calls, batch: (fn(), next(times))[1])
     assert seen == [("a", None), ("b", "0")] * E.ROUNDS and "X_SWITCH" not in os.environ
     assert got == {"a": (5, 1), "b": (6, 2)}  # median and best of rounds 1,3,5,7,9 and 2,4,6,8,10
 

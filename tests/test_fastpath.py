@@ -77,11 +77,18 @@ class _HookChain:
         self.calls = []
 
 
-@pytest.fixture(autouse=True)
-def fake_triton(monkeypatch):
+def install_fake_triton(monkeypatch):
+    """Triton's active driver (stream "stream0") and its launch hooks (idle) stood in for, as the
+    replays read them; returns the hooks' runtime (a test installs a hook by appending to one)."""
     runtime = types.SimpleNamespace(launch_enter_hook=_HookChain(), launch_exit_hook=_HookChain())
     monkeypatch.setattr(F, "active_driver", lambda: _Driver())
     monkeypatch.setattr(F, "_runtime_hooks", lambda: runtime)
+    return runtime
+
+
+@pytest.fixture(autouse=True)
+def fake_triton(monkeypatch):
+    runtime = install_fake_triton(monkeypatch)
     F.clear()
     yield runtime
     F.clear()

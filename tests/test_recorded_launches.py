@@ -6,19 +6,11 @@ are tests/test_topk_gpu.py's."""
 
 from __future__ import annotations
 
-import inspect
-import types
-
 import pytest
 import torch
 
-from indexer_logits import _fastpath as F
 from indexer_logits import _recorded_launches as R
-
-
-class _Param:
-    def __init__(self, name, default=inspect.Parameter.empty):
-        self.name, self.default = name, default
+from test_fastpath import _Param, install_fake_triton
 
 
 class _Compiled:
@@ -70,17 +62,9 @@ def _launches(x, out, extra=None):
     return code
 
 
-class _HookChain:
-    def __init__(self):
-        self.calls = []
-
-
 @pytest.fixture(autouse=True)
 def fake_triton(monkeypatch):
-    runtime = types.SimpleNamespace(launch_enter_hook=_HookChain(), launch_exit_hook=_HookChain())
-    monkeypatch.setattr(F, "active_driver", lambda: types.SimpleNamespace(
-        get_current_device=lambda: 0, get_current_stream=lambda d: "stream0"))
-    monkeypatch.setattr(F, "_runtime_hooks", lambda: runtime)
+    runtime = install_fake_triton(monkeypatch)
     for jit in (ADD, TWICE):
         jit.runs = 0
     R.clear()
