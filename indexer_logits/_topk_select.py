@@ -79,11 +79,9 @@ def workspace(rows: int, device) -> torch.Tensor:
     return torch.zeros((rows, kn.STATE + 2 * bins), dtype=torch.int32, device=device)
 
 
-def chunk_size(rows: int, width: int, block: Optional[int] = None, programs_per_sm: Optional[int] = None) -> int:
-    """Keys per program: enough programs per row to fill the GPU about `programs_per_sm` times
-    (PROGRAMS_PER_SM), at least one block of `block` keys (BLOCK) each."""
-    block = BLOCK if block is None else block
-    programs_per_sm = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+def chunk_size(rows: int, width: int, block: int, programs_per_sm: int) -> int:
+    """Keys per program: enough programs per row to fill the GPU about `programs_per_sm` times, at
+    least one block of `block` keys each."""
     blocks = max(1, -(-width // block))
     per_row = max(1, min(blocks, -(-programs_per_sm * get_num_sms() // max(rows, 1))))
     return block * -(-blocks // per_row)
@@ -133,9 +131,10 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     if rows == 0:
         return path
     s = path_settings(path, settings)
-    if path != "row" and ws.numel() < rows * (kernels().STATE + 2 * s["BINS"]):
+    words = rows * (kernels().STATE + 2 * s["BINS"]) if path != "row" else 0  # the state and histograms read
+    if ws.numel() < words:
         raise ValueError(f"ws: {ws.numel()} int32 words for {rows} rows of {s['BINS']} bins, expected at least "
-                         f"{rows * (kernels().STATE + 2 * s['BINS'])} (workspace(rows, device))")
+                         f"{words} (workspace(rows, device))")
     launch_code = _PATH_CODE[path]
     cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=logits.device)
     inputs = [logits, indices, values, ws, cands, lo, hi, lens]
@@ -177,8 +176,7 @@ def _tuned_entry(rows: int, width: int, device) -> Optional[dict]:
     slug = _DEVICE_SLUGS.get(device.index)
     if slug is None:
         slug = _DEVICE_SLUGS[device.index] = slugify(torch.cuda.get_device_name(device))
-    return _topk_table.entry_for(_topk_table.load(slug), rows, width, _api._device_sms(device.index),
-                                 ROW_MAX_WIDTH)
+    return _topk_table.serving_entry(slug, rows, width, _api._device_sms(device.index), ROW_MAX_WIDTH)
 
 
 _DEVICE_SLUGS: dict = {}

@@ -38,6 +38,8 @@ ALLOWED = {
 }
 
 _CACHE: dict[str, Optional[dict]] = {}
+_ENTRIES: dict[tuple, Optional[dict]] = {}  # serving_entry's answers, per GPU and shape
+MAX_ENTRIES = 4096  # shapes whose answer is kept (engines call a few hundred); then computed per call
 _LOCK = threading.Lock()
 
 
@@ -97,6 +99,21 @@ def load(slug: str) -> Optional[dict]:
 def clear() -> None:
     with _LOCK:
         _CACHE.clear()
+        _ENTRIES.clear()
+
+
+def serving_entry(slug: str, rows: int, width: int, sms: int, row_max_width: int) -> Optional[dict]:
+    """entry_for over GPU `slug`'s table, kept per shape: a top-k call's lookup after its shape's
+    first is one dict read (no lock, no scan of the entries)."""
+    key = (slug, rows, width, sms, row_max_width)
+    try:
+        return _ENTRIES[key]
+    except KeyError:
+        pass
+    entry = entry_for(load(slug), rows, width, sms, row_max_width)
+    if len(_ENTRIES) < MAX_ENTRIES:
+        _ENTRIES[key] = entry
+    return entry
 
 
 REACH = 1.0  # an entry serves shapes within this many octaves of its own, in rows and in width

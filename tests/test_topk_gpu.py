@@ -170,7 +170,7 @@ def test_a_second_call_is_served_by_its_recorded_launches(path):
     assert mismatched_rows(idx, logits, pre.cu_seqlen_ks, pre.cu_seqlen_ke, 1024) == 0
 
 
-def test_the_tuned_table_is_written_exact_and_served(tmp_path, monkeypatch):
+def test_the_tuned_table_is_written_exact_and_served(tmp_path, monkeypatch, request):
     """tune-topk's loop on the GPU (two settings a path, one bucket): the table it writes names an
     exact setting, and the runtime's "auto" path serves that entry for the bucket's shape."""
     import json
@@ -186,6 +186,8 @@ def test_the_tuned_table_is_written_exact_and_served(tmp_path, monkeypatch):
     assert len(trials) == 4 and all(t["exact"] for t in trials)
     table = _topk_table.validate(json.loads((slug_dir / "topk.json").read_text()), slug_dir / "topk.json")
     monkeypatch.setattr(_topk_table, "load", lambda slug: table)
+    _topk_table.clear()  # the shapes' answers kept from the real table, before and after this one
+    request.addfinalizer(_topk_table.clear)
     served = []
     real = S._PATH_CODE[entry["path"]]
     monkeypatch.setitem(S._PATH_CODE, entry["path"], lambda launch, s, *a: served.append(s) or real(launch, s, *a))

@@ -73,6 +73,23 @@ def test_load_reads_the_gpus_table_once_and_refuses_a_broken_one(tmp_path, monke
     T.clear()
 
 
+def test_a_shapes_entry_is_looked_up_once_until_the_tables_are_cleared(tmp_path, monkeypatch):
+    monkeypatch.setenv(_tables.ENV_TABLE_DIR, str(tmp_path))
+    (tmp_path / "nvidia_h200").mkdir()
+    (tmp_path / "nvidia_h200" / "topk.json").write_text(json.dumps(_table([ROUNDS])))
+    T.clear()
+    loads = []
+    real = T.load
+    monkeypatch.setattr(T, "load", lambda slug: loads.append(slug) or real(slug))
+    assert T.serving_entry("nvidia_h200", 64, 32768, 132, 32768) == ROUNDS
+    assert T.serving_entry("nvidia_h200", 64, 32768, 132, 32768) == ROUNDS
+    assert T.serving_entry("nvidia_h200", 512, 8192, 132, 32768) is None
+    assert loads == ["nvidia_h200", "nvidia_h200"]  # once per shape
+    T.clear()
+    assert T.serving_entry("nvidia_h200", 64, 32768, 132, 32768) == ROUNDS and len(loads) == 3
+    T.clear()
+
+
 def test_settings_a_path_does_not_read_are_refused():
     with pytest.raises(ValueError, match="SAMPLE"):
         S.path_settings("rounds", {"SAMPLE": 2048})
