@@ -21,7 +21,8 @@ K given as (k, k_scale)), so it runs anywhere and isolates the package's own wor
   `direct` hands tensors over as addresses (_direct_launch.ADDRESSES: their data_ptr() read here,
   the C launcher's cuPointerGetAttribute per tensor saved, which this no-op launch cannot show),
   `direct_tensors` as tensors.
-The best of --repeat runs of --number calls, in microseconds per call. On a GPU host, bench.eager
+The best of --repeat runs of --number calls, in microseconds per call; each round times every
+phase in turn (alternated), so load on the host falls on all of them alike. On a GPU host, bench.eager
 times the whole call with the real launcher (docs/PERF.md, "Host time of one eager call").
 """
 
@@ -87,6 +88,19 @@ def _replay(inputs: list, out_index: int):
     return Replay(_Compiled(), (132, 1, 1), template, slots, [], (tuple(out.shape), out.dtype))
 
 
+def _best_alternated(stmts: dict, env: dict, number: int, repeat: int) -> dict:
+    """{name_us: best of `repeat` runs of `number` calls} per statement, the statements timed in
+    turn within each round rather than one after another: a spell of load on a shared host then
+    falls on every phase alike instead of on whichever was being timed, so phases that contain
+    one another keep their order (a served call holds its key)."""
+    timers = {name: timeit.Timer(stmt, globals=env) for name, stmt in stmts.items()}
+    best = dict.fromkeys(stmts, float("inf"))
+    for _ in range(repeat):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.timeit(number))
+    return {f"{name}_us": round(t / number * 1e6, 3) for name, t in best.items()}
+
+
 def measure(case, number: int, repeat: int) -> dict:
     from indexer_logits import _fastpath
     name, tag, tensors, scalars, inputs, out_index = case
@@ -111,9 +125,7 @@ def measure(case, number: int, repeat: int) -> dict:
         "guarded": "F.serve_any(tag, tensors, scalars, list(inputs), i)",
     }
     row = {"case": name}
-    for name, stmt in stmts.items():
-        best = min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat))
-        row[f"{name}_us"] = round(best / number * 1e6, 3)
+    row.update(_best_alternated(stmts, env, number, repeat))
     row["guards"] = _call_key.GUARDS is not None
     del _fastpath._REPLAYS[key]
     _call_key.clear()
@@ -168,12 +180,8 @@ def _time_launcher(nv, direct_launch, number: int, repeat: int) -> dict:
     before = ("args = template.copy()\nfor i, j in slots: args[i] = inputs[j]\n"
               "d = object.__new__(type(desc)); d.__dict__.update(desc.__dict__); d.base = inputs[1]; args[2] = d\n"
               "run(132, 1, 1, 0, 0, (4, 1, 0), None, None, None, *args)")
-    row = {"case": "decode 64x8K launcher"}
-    for name, stmt in (("triton_launcher", before), ("direct", "direct(inputs, 0)"),
-                       ("direct_tensors", "tensors(inputs, 0)")):
-        best = min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat))
-        row[f"{name}_us"] = round(best / number * 1e6, 3)
-    return row
+    stmts = {"triton_launcher": before, "direct": "direct(inputs, 0)", "direct_tensors": "tensors(inputs, 0)"}
+    return {"case": "decode 64x8K launcher", **_best_alternated(stmts, env, number, repeat)}
 
 
 def main(argv=None) -> int:

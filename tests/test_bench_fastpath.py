@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_fastpath_bench_reports_every_phase(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "bench.fastpath", "--number", "200", "--repeat", "2", "--out",
+    proc = subprocess.run([sys.executable, "-m", "bench.fastpath", "--number", "200", "--repeat", "5", "--out",
                            str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads((tmp_path / "fastpath.json").read_text())
