@@ -22,12 +22,17 @@ def _args(k: int) -> dict:
     """Typical launch arguments by parameter name: pointers as Triton types, ints as values."""
     return {"logits_ptr": "*fp32", "stride_row": WIDTH, "lo_ptr": "*i32", "hi_ptr": "*i32", "len_ptr": "*i32",
             "next_n": 1, "width": WIDTH, "k": k, "ws_ptr": "*i32", "cand_ptr": "*i64", "idx_ptr": "*i32",
-            "stride_idx": k, "val_ptr": "*i32", "stride_val": k, "chunk_len": 2048}
+            "stride_idx": k, "val_ptr": "*i32", "stride_val": k, "chunk_len": 2048,
+            # the tiles path's own (tiles of 16: 2,048 maxima a row, a buffer of 2k tiles)
+            "maxima_ptr": "*fp32", "maxima_stride": WIDTH // 16, "ntiles_ptr": "*i32", "vals_ptr": "*fp32",
+            "vals_stride": k, "list_ptr": "*i32", "list_stride": 2 * k, "cand_len_ptr": "*i32", "buf_ptr": "*fp32",
+            "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
     """(name, jit function, constexprs, warps) of every kernel each path launches."""
     from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_row as R, _topk_select as S
+    from indexer_logits import _topk_tiles as T
     common = {"WINDOW": 1, "BLOCK": S.BLOCK, "BINS_": KN.BINS}
     kp = 1 << (k - 1).bit_length()
     compact = {"KP": kp, "WRITE_VALUES": False, "SCAN_SLOTS": S.SCAN_SLOTS, "PDL": True}
@@ -41,6 +46,12 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}, w),
         ("row: the one kernel", R.topk_row_kernel,
          {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False}, R.NUM_WARPS),
+        # the tiles path: its own four kernels (its two selections are the rounds' above)
+        ("tiles: tile maxima", T.topk_tile_max_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16}, w),
+        ("tiles: pick", T.topk_tile_pick_kernel,
+         {"WINDOW": 1, "TILE_": 16, "KB": min(1024, kp), "PB": T.PICK_BLOCK}, w),
+        ("tiles: gather", T.topk_tile_gather_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16}, w),
+        ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp)}, w),
     ]
 
 

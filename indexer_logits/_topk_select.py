@@ -30,7 +30,7 @@ MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in regi
 # 4K-32K keys, selection alone: 15.5-48 us against 17.8-53) and slower elsewhere (a program's
 # passes over one long row; a second wave past the SM count).
 PATH = "auto"
-PATHS = ("fused", "rounds", "row")
+PATHS = ("fused", "rounds", "row", "tiles")
 ROW_MIN_FILL = 0.85    # row serves from this fraction of the SMs' count of rows up to that count
 ROW_MAX_WIDTH = 32768  # and rows of at most this many keys (the crossover measured 4K-32K)
 
@@ -69,6 +69,11 @@ def fused_kernels():
 def row_kernels():
     """The one-program-a-row path's module (imported on first use, as kernels())."""
     return _module("._topk_row")
+
+
+def tiles_kernels():
+    """The two-pass path's module (imported on first use, as kernels())."""
+    return _module("._topk_tiles")
 
 
 def workspace(rows: int, device) -> torch.Tensor:
@@ -137,11 +142,12 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
                          f"{words} (workspace(rows, device))")
     launch_code = _PATH_CODE[path]
     cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=logits.device)
-    inputs = [logits, indices, values, ws, cands, lo, hi, lens]
+    scratch = _tiles_scratch(rows, width, k, s["TILE"], logits.device) if path == "tiles" else ()
+    inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
     key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0)
     _recorded_launches.run("topk:" + path, inputs, key,
                            lambda launch: launch_code(launch, s, logits, k, window, indices, values, ws, cands,
-                                                      lo, hi, lens, next_n), out_index=1)
+                                                      lo, hi, lens, next_n, scratch), out_index=1)
     return path
 
 
@@ -155,6 +161,8 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
         kn = kernels()
         s = dict(BINS=kn.BINS, CAP=kn.CAP, RANK_TILE=kn.RANK_TILE, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
                  PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
+    elif path == "tiles":  # the four kernels' settings serve both of its selections
+        s = dict(path_settings("rounds"), TILE=tiles_kernels().TILE, STEP_KEYS=tiles_kernels().STEP_KEYS)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -182,7 +190,7 @@ def _tuned_entry(rows: int, width: int, device) -> Optional[dict]:
 _DEVICE_SLUGS: dict = {}
 
 
-def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
+def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
     """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction."""
     kn = kernels()
     BINS, BLOCK_ = s["BINS"], s["BLOCK"]
@@ -199,7 +207,7 @@ def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo,
            RANK_TILE_=s["RANK_TILE"], **options)
 
 
-def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
+def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
     """The two-kernel path (indexer_logits._topk_fused): same grid, same workspace."""
     fk = fused_kernels()
     BINS, BLOCK_ = s["BINS"], s["BLOCK"]
@@ -212,7 +220,7 @@ def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], CB_=s["CB"], PDL=pdl, **options)
 
 
-def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n) -> None:
+def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
     """The one-kernel path (indexer_logits._topk_row): a program a row, a candidate buffer of CAP a row."""
     rk = row_kernels()
     rows, width = logits.shape
@@ -224,7 +232,46 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
            WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, s["NUM_WARPS"]))
 
 
-_PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row}
+def _tiles_scratch(rows: int, width: int, k: int, tile: int, device) -> tuple:
+    """The tiles path's buffers (indexer_logits._topk_tiles.scratch_bytes counts them): the tile
+    maxima and tile counts, the k selected maxima's indices and values, the picked tiles' list,
+    the buffer's windows and the buffer."""
+    tk = tiles_kernels()
+    nt, picked = tk.tiles_for(width, tile), tk.picked_for(width, k, tile)
+    i32, f32 = dict(dtype=torch.int32, device=device), dict(dtype=torch.float32, device=device)
+    return (torch.empty((rows, nt), **f32), torch.empty(rows, **i32), torch.empty((rows, k), **i32),
+            torch.empty((rows, k), **f32), torch.empty((rows, picked), **i32), torch.empty(rows, **i32),
+            torch.empty((rows, picked * tile), **f32))
+
+
+def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
+    """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
+    pick, the gather, the four kernels over the picked tiles' keys, the remap."""
+    tk = tiles_kernels()
+    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf = scratch
+    rows = logits.shape[0]
+    T = s["TILE"]
+    step = max(1, s["STEP_KEYS"] // T)
+    win = _window_args(logits, indices, lo, hi, lens, next_n)
+    options = {"num_warps": s["NUM_WARPS"]}
+    nt = maxima.shape[1]
+    chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
+    launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
+           WINDOW=window, TILE_=T, STEP=step, **options)
+    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws, cands, None, None, ntiles, 1)
+    kb = min(1024, 1 << (k - 1).bit_length())
+    launch(tk.topk_tile_pick_kernel, (rows,), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
+           tiles, tiles.stride(0), cand_len, *win[2:], WINDOW=window, TILE_=T, KB=kb, PB=tk.PICK_BLOCK, **options)
+    picked = tiles.shape[1]
+    per_program = chunk_size(rows, picked * T, step * T, s["PROGRAMS_PER_SM"]) // T
+    launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0), cand_len,
+           buf, buf.stride(0), per_program, WINDOW=window, TILE_=T, STEP=step, **options)
+    _launch_rounds(launch, s, buf, k, WINDOW_LIMIT, indices, values, ws, cands, None, None, cand_len, 1)
+    launch(tk.topk_tile_remap_kernel, (rows, -(-k // kb)), indices, indices.stride(0), tiles, tiles.stride(0), k,
+           TILE_=T, KB=kb, **options)
+
+
+_PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles}
 
 
 def _launch_setup(logits, indices, lo, hi, lens, next_n: int, s: dict):

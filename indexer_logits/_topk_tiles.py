@@ -1,0 +1,152 @@
+"""The exact top-k of long rows in two passes over tiles (path "tiles"): the k-th largest tile
+maximum bounds the k-th score from below, so only the tiles whose maximum reaches it can hold
+the answer, and the full selection runs over those tiles alone.
+
+With a row of n keys cut into tiles of TILE (aligned to the row's window start):
+1. tile maxima: one read of the row, a maximum a tile ([rows, ceil(width / TILE)]), and the
+   row's tile count.
+2. the k largest maxima by the four-kernel selection (indexer_logits._topk_kernels) over the
+   maxima; tau, the smallest of them, is the k-th largest tile maximum (-inf where the row has
+   fewer than k tiles). At least k scores are >= tau (one a tile), so the k-th score is >= tau.
+3. pick, one program a row, in key order: every tile whose maximum is > tau (fewer than k of
+   them), and the first k tiles whose maximum equals tau. At most 2k - 1 tiles, so no overflow:
+   a score > tau lies in a tile with a maximum > tau; a score equal to tau left out lies behind k
+   picked tiles that each hold one, so ties at the k-th score still go to the smallest indices.
+4. gather the picked tiles' scores, in key order, into a [rows, min(2k, tiles) * TILE] buffer.
+5. the four-kernel selection over the buffer (its window: the picked tiles' keys, the row's
+   partial last tile cut off at the window's end), then
+6. remap: a buffer position p is key tile[p // TILE] * TILE + p % TILE of the window.
+
+Keys read: the row once (cheap: a load and a max a key), then the selection's passes over
+n / TILE maxima and about k * TILE gathered keys, where the four kernels alone pass over all n
+(docs/PERF.md, "Top-k: tiles"). So it pays on rows much longer than k * TILE; grids are fixed by
+shapes, and no count goes to the host.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ._topk_kernels import _window
+
+TILE = 16        # keys a tile (a power of two)
+STEP_KEYS = 2048  # keys a program reads per step in the maxima and gather kernels
+PICK_BLOCK = 1024  # maxima the pick kernel scans per step
+
+
+def tiles_for(width: int, tile: int) -> int:
+    """Tile maxima a row of `width` keys can have (the window is at most the width)."""
+    return -(-width // tile)
+
+
+def picked_for(width: int, k: int, tile: int) -> int:
+    """Tiles the pick keeps at most: 2k - 1, or every tile of the row."""
+    return min(2 * k, tiles_for(width, tile))
+
+
+def scratch_bytes(rows: int, width: int, k: int, tile: int) -> int:
+    """The device memory the path allocates a call beside the selection's own: the maxima, the
+    selected maxima's values and indices, the picked tiles' list and keys, two counts a row."""
+    return rows * 4 * (tiles_for(width, tile) + 2 * k + picked_for(width, k, tile) * (1 + tile) + 2)
+
+
+@triton.jit
+def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, maxima_ptr, maxima_stride,
+                         ntiles_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr):
+    """Pass 1: each tile's largest score (-inf for a tile of -inf scores), and (chunk 0) the row's
+    tile count. A program covers chunk_len keys of the window (a multiple of TILE_), STEP tiles a step."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    n = hi - lo
+    ntiles = (n + TILE_ - 1) // TILE_
+    if chunk == 0:
+        tl.store(ntiles_ptr + row, ntiles)
+    base = logits_ptr + row.to(tl.int64) * stride_row + lo
+    out = maxima_ptr + row.to(tl.int64) * maxima_stride
+    tiles = tl.arange(0, STEP)
+    offs = tl.arange(0, TILE_)
+    first = chunk * (chunk_len // TILE_)
+    end = tl.minimum(first + chunk_len // TILE_, ntiles)
+    for t0 in range(first, end, STEP):
+        t = t0 + tiles
+        key = t[:, None] * TILE_ + offs[None, :]
+        x = tl.load(base + key, mask=(t[:, None] < end) & (key < n), other=float("-inf"))
+        tl.store(out + t, tl.max(x, 1), mask=t < end)
+
+
+@triton.jit
+def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, list_ptr, list_stride,
+                          cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW: tl.constexpr,
+                          TILE_: tl.constexpr, KB: tl.constexpr, PB: tl.constexpr):
+    """Pass 3, a program a row: tau (the smallest of the k selected maxima), then the picked tiles'
+    indices in key order (module docstring) and the buffer's window: picked tiles x TILE_, less
+    the part of the row's last tile past its window's end."""
+    row = tl.program_id(0)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    n = hi - lo
+    ntiles = tl.load(ntiles_ptr + row)
+    vrow = vals_ptr + row.to(tl.int64) * vals_stride
+    kb = tl.arange(0, KB)
+    tau = float("inf")
+    for i0 in range(0, k, KB):
+        v = tl.load(vrow + i0 + kb, mask=i0 + kb < k, other=float("inf"))
+        tau = tl.minimum(tau, tl.min(v, 0))
+    mrow = maxima_ptr + row.to(tl.int64) * maxima_stride
+    lrow = list_ptr + row.to(tl.int64) * list_stride
+    pb = tl.arange(0, PB)
+    taken = 0
+    ties = 0
+    last = 0
+    for j0 in range(0, ntiles, PB):
+        j = j0 + pb
+        ok = j < ntiles
+        m = tl.load(mrow + j, mask=ok, other=float("-inf"))
+        eq = (ok & (m == tau)).to(tl.int32)
+        take = (ok & (m > tau)) | ((eq > 0) & (ties + tl.cumsum(eq, 0) - eq < k))
+        t32 = take.to(tl.int32)
+        tl.store(lrow + taken + tl.cumsum(t32, 0) - t32, j, mask=take)
+        taken += tl.sum(t32, 0)
+        ties += tl.sum(eq, 0)
+        last = tl.maximum(last, tl.max(tl.where(take & (j == ntiles - 1), 1, 0), 0))
+    tl.store(cand_len_ptr + row, taken * TILE_ - tl.where(last > 0, ntiles * TILE_ - n, 0))
+
+
+@triton.jit
+def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, list_ptr, list_stride,
+                            cand_len_ptr, buf_ptr, buf_stride, slots_per_program, WINDOW: tl.constexpr,
+                            TILE_: tl.constexpr, STEP: tl.constexpr):
+    """Pass 4: the picked tiles' scores into the buffer, tile after tile in pick order. A program
+    covers slots_per_program picked tiles; programs past the row's count return at once."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    n = hi - lo
+    count = (tl.load(cand_len_ptr + row) + TILE_ - 1) // TILE_
+    first = chunk * slots_per_program
+    end = tl.minimum(first + slots_per_program, count)
+    base = logits_ptr + row.to(tl.int64) * stride_row + lo
+    lrow = list_ptr + row.to(tl.int64) * list_stride
+    brow = buf_ptr + row.to(tl.int64) * buf_stride
+    slots = tl.arange(0, STEP)
+    offs = tl.arange(0, TILE_)
+    for s0 in range(first, end, STEP):
+        s = s0 + slots
+        ok = s < end
+        tile = tl.load(lrow + s, mask=ok, other=0)
+        key = tile[:, None] * TILE_ + offs[None, :]
+        x = tl.load(base + key, mask=ok[:, None] & (key < n), other=float("-inf"))
+        tl.store(brow + s[:, None] * TILE_ + offs[None, :], x, mask=ok[:, None])
+
+
+@triton.jit
+def topk_tile_remap_kernel(idx_ptr, idx_stride, list_ptr, list_stride, k, TILE_: tl.constexpr, KB: tl.constexpr):
+    """Pass 6: buffer positions to the window's key indices, in place (-1 stays -1)."""
+    row = tl.program_id(0)
+    i = tl.program_id(1) * KB + tl.arange(0, KB)
+    irow = idx_ptr + row.to(tl.int64) * idx_stride
+    p = tl.load(irow + i, mask=i < k, other=-1)
+    ok = p >= 0
+    tile = tl.load(list_ptr + row.to(tl.int64) * list_stride + p // TILE_, mask=ok, other=0)
+    tl.store(irow + i, tile * TILE_ + p % TILE_, mask=ok)

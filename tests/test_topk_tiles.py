@@ -1,0 +1,133 @@
+"""The two-pass selection over tiles (indexer_logits._topk_tiles, path "tiles") on what is its own:
+the bound prunes (the buffer's window is shorter than the row), the pick never keeps 2k tiles or
+more, top scores clustered in a few tiles (a bound far below the k-th score), tile maxima tied at
+the bound (the first k tied tiles in key order), partial tiles at both window ends, and paged
+decode and ragged prefill end to end. Exactness is against a stable descending sort of the same
+logits (tests/test_topk.py's assert_same_topk); every test asserts the kernels, not torch, served.
+The generic cases (every kind of scores, every k, both slot claims) run this path through
+tests/test_topk.py's S.PATHS."""
+
+import pytest
+import torch
+
+import indexer_logits as K
+from indexer_logits import _topk_select as S, _topk_tiles as TT
+from tuner.inputs import make_decode_inputs, make_prefill_inputs
+from tuner.space import Problem
+
+from test_topk import _row_windows_decode, _select, assert_same_topk, launches, needs_interpreter  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _clean_runtime(clean_runtime):
+    yield
+
+
+@pytest.fixture
+def scratch(monkeypatch):
+    """The tiles path's buffers of the last call (ntiles and the buffer's windows read after it)."""
+    seen = []
+    real = S._tiles_scratch
+
+    def keep(*a, **kw):
+        seen.append(real(*a, **kw))
+        return seen[-1]
+
+    monkeypatch.setattr(S, "_tiles_scratch", keep)
+    return seen
+
+
+def _full(rows, width):
+    return torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("tile", [8, 16])
+def test_the_bound_prunes_and_stays_exact(tile, scratch, monkeypatch):
+    """Random rows 40x longer than k: the picked tiles' keys are a fraction of the row, at most
+    (2k - 1) tiles, and the answer is torch's."""
+    monkeypatch.setattr(TT, "TILE", tile)
+    rows, width, k = 3, 10240, 256
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
+    lo, hi = _full(rows, width)
+    lo[1], hi[2] = 37, width - 5      # partial tiles at the window's start and end
+    idx, val = _select(x, k, lo, hi, path="tiles")
+    assert_same_topk(idx, val, x, k, lo, hi)
+    cand_len = scratch[-1][5]
+    n = (hi - lo).tolist()
+    for r in range(rows):
+        assert k <= int(cand_len[r]) <= (2 * k - 1) * tile, f"row {r}: {int(cand_len[r])} keys picked"
+        assert int(cand_len[r]) < n[r] // 2, f"row {r}: the bound pruned nothing ({int(cand_len[r])} of {n[r]})"
+
+
+@needs_interpreter
+def test_top_scores_clustered_in_a_few_tiles(scratch):
+    """The k best scores in one run of k keys: the k-th tile maximum lies far below the k-th score,
+    so the pick keeps about 2k tiles, and the selection over them is still exact."""
+    rows, width, k = 2, 12000, 300
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(2))
+    x[0, 5000:5000 + k] += 50.0
+    x[1, 7:7 + 2 * k] += 50.0
+    lo, hi = _full(rows, width)
+    idx, val = _select(x, k, lo, hi, path="tiles")
+    assert_same_topk(idx, val, x, k, lo, hi)
+    assert sorted(idx[0].tolist()) == list(range(5000, 5000 + k))
+
+
+@needs_interpreter
+@pytest.mark.parametrize("levels", [2, 5])
+def test_tile_maxima_tied_at_the_bound(levels, scratch):
+    """Scores of a few values: most tiles' maxima equal the bound, so the pick takes the first k
+    of them in key order, and ties at the k-th score go to the smallest indices."""
+    rows, width, k = 2, 9000, 200
+    x = torch.randint(0, levels, (rows, width), generator=torch.Generator().manual_seed(3)).float()
+    lo, hi = _full(rows, width)
+    hi[1] = width - 3
+    idx, val = _select(x, k, lo, hi, path="tiles")
+    assert_same_topk(idx, val, x, k, lo, hi)
+    for r in range(rows):
+        assert int(scratch[-1][5][r]) <= (2 * k - 1) * TT.TILE
+
+
+@needs_interpreter
+def test_rows_shorter_than_k_tiles():
+    """Windows of fewer than k tiles (the bound is -inf: every tile picked), of fewer than k keys
+    (-1 pads), and empty."""
+    rows, width, k = 4, 6000, 512
+    x = torch.randn(rows, width)
+    lo = torch.tensor([0, 100, 3, 9], dtype=torch.int32)
+    hi = torch.tensor([6000, 100 + 512 * TT.TILE - 7, 300, 9], dtype=torch.int32)
+    idx, val = _select(x, k, lo, hi, path="tiles")
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+def test_scratch_is_counted():
+    """scratch_bytes is what the path allocates (the pick's list is capped by the row's tiles)."""
+    for rows, width, k, tile in ((3, 10240, 256, 16), (2, 1000, 512, 8), (1, 1 << 20, 2048, 32)):
+        got = sum(t.numel() * t.element_size() for t in S._tiles_scratch(rows, width, k, tile, "cpu"))
+        assert got == TT.scratch_bytes(rows, width, k, tile)
+    assert TT.picked_for(1000, 512, 8) == 125 and TT.picked_for(1 << 20, 2048, 32) == 4096
+
+
+@needs_interpreter
+def test_paged_topk_over_tiles(launches, monkeypatch):
+    """fp8 paged decode, next_n 2 with 1-D lengths (causal windows), the tiles path serving."""
+    monkeypatch.setattr(S, "PATH", "tiles")
+    inp = make_decode_inputs(Problem(next_n=2), 3, 8192, seed=4)
+    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, inp.max_context_len)
+    idx, val = K.fp8_paged_mqa_topk(*args, 256, return_values=True)
+    assert launches["paths"] == ["tiles"]
+    logits = K.fp8_paged_mqa_logits(*args, True)
+    lo, hi = _row_windows_decode(inp.context_lens, 2, logits.shape[0])
+    assert_same_topk(idx, val, logits, 256, lo, hi)
+
+
+@needs_interpreter
+def test_ragged_prefill_over_tiles(launches, monkeypatch):
+    """fp8 ragged prefill (random windows) in blocks of rows, the tiles path serving each block."""
+    monkeypatch.setattr(S, "PATH", "tiles")
+    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 20, 6000, windows="random", seed=6)
+    idx = K.fp8_mqa_topk(*inp.args(), 128, max_scratch_bytes=7 * 6000 * 4)
+    assert launches["paths"] == ["tiles"] * 3          # 20 rows in blocks of 7
+    logits = K.fp8_mqa_logits(*inp.args())
+    assert_same_topk(idx, None, logits, 128, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
