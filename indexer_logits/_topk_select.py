@@ -142,7 +142,7 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
                          f"{words} (workspace(rows, device))")
     launch_code = _PATH_CODE[path]
     cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=logits.device)
-    scratch = _tiles_scratch(rows, width, k, s["TILE"], logits.device) if path == "tiles" else ()
+    scratch = _tiles_scratch(rows, width, k, s, logits.device) if path == "tiles" else ()
     inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
     key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0)
     _recorded_launches.run("topk:" + path, inputs, key,
@@ -232,25 +232,32 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
            WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, s["NUM_WARPS"]))
 
 
-def _tiles_scratch(rows: int, width: int, k: int, tile: int, device) -> tuple:
+def _tiles_scratch(rows: int, width: int, k: int, s: dict, device) -> tuple:
     """The tiles path's buffers (indexer_logits._topk_tiles.scratch_bytes counts them): the tile
     maxima and tile counts, the k selected maxima's indices and values, the picked tiles' list,
-    the buffer's windows and the buffer."""
+    the buffer's windows, the buffer, and the pick's counts a chunk."""
     tk = tiles_kernels()
+    tile = s["TILE"] or tk.tile_for(width, k)
     nt, picked = tk.tiles_for(width, tile), tk.picked_for(width, k, tile)
     i32, f32 = dict(dtype=torch.int32, device=device), dict(dtype=torch.float32, device=device)
     return (torch.empty((rows, nt), **f32), torch.empty(rows, **i32), torch.empty((rows, k), **i32),
             torch.empty((rows, k), **f32), torch.empty((rows, picked), **i32), torch.empty(rows, **i32),
-            torch.empty((rows, picked * tile), **f32))
+            torch.empty((rows, picked * tile), **f32), torch.empty((rows, 2 * _pick_chunks(rows, nt, s)[1]), **i32))
+
+
+def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
+    """(maxima a pick program scans, programs a row): enough to fill the GPU PROGRAMS_PER_SM times."""
+    chunk = chunk_size(rows, nt, tiles_kernels().PICK_BLOCK, s["PROGRAMS_PER_SM"])
+    return chunk, max(1, -(-nt // chunk))
 
 
 def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
     """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
-    pick, the gather, the four kernels over the picked tiles' keys, the remap."""
+    pick (counts, then the picks), the gather, the four kernels over the picked tiles' keys, the remap."""
     tk = tiles_kernels()
-    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf = scratch
-    rows = logits.shape[0]
-    T = s["TILE"]
+    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts = scratch
+    rows, width = logits.shape
+    T = s["TILE"] or tk.tile_for(width, k)
     step = max(1, s["STEP_KEYS"] // T)
     win = _window_args(logits, indices, lo, hi, lens, next_n)
     options = {"num_warps": s["NUM_WARPS"]}
@@ -260,8 +267,12 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            WINDOW=window, TILE_=T, STEP=step, **options)
     _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws, cands, None, None, ntiles, 1)
     kb = min(1024, 1 << (k - 1).bit_length())
-    launch(tk.topk_tile_pick_kernel, (rows,), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
-           tiles, tiles.stride(0), cand_len, *win[2:], WINDOW=window, TILE_=T, KB=kb, PB=tk.PICK_BLOCK, **options)
+    pick, nch = _pick_chunks(rows, nt, s)
+    launch(tk.topk_tile_count_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
+           counts, nch, pick, KB=kb, PB=tk.PICK_BLOCK, **options)
+    launch(tk.topk_tile_pick_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
+           counts, nch, pick, tiles, tiles.stride(0), cand_len, *win[2:], WINDOW=window, TILE_=T, KB=kb,
+           PB=tk.PICK_BLOCK, NCP=1 << (nch - 1).bit_length(), **options)
     picked = tiles.shape[1]
     per_program = chunk_size(rows, picked * T, step * T, s["PROGRAMS_PER_SM"]) // T
     launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0), cand_len,

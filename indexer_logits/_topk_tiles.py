@@ -8,8 +8,9 @@ With a row of n keys cut into tiles of TILE (aligned to the row's window start):
 2. the k largest maxima by the four-kernel selection (indexer_logits._topk_kernels) over the
    maxima; tau, the smallest of them, is the k-th largest tile maximum (-inf where the row has
    fewer than k tiles). At least k scores are >= tau (one a tile), so the k-th score is >= tau.
-3. pick, one program a row, in key order: every tile whose maximum is > tau (fewer than k of
-   them), and the first k tiles whose maximum equals tau. At most 2k - 1 tiles, so no overflow:
+3. pick, in key order: every tile whose maximum is > tau (fewer than k of them), and the first
+   k tiles whose maximum equals tau (a count per chunk of maxima, then each chunk's program
+   writes its picks after the earlier chunks'). At most 2k - 1 tiles, so no overflow:
    a score > tau lies in a tile with a maximum > tau; a score equal to tau left out lies behind k
    picked tiles that each hold one, so ties at the k-th score still go to the smallest indices.
 4. gather the picked tiles' scores, in key order, into a [rows, min(2k, tiles) * TILE] buffer.
@@ -25,14 +26,25 @@ shapes, and no count goes to the host.
 
 from __future__ import annotations
 
+import math
+
 import triton
 import triton.language as tl
 
 from ._topk_kernels import _window
 
-TILE = 16        # keys a tile (a power of two)
-STEP_KEYS = 2048  # keys a program reads per step in the maxima and gather kernels
-PICK_BLOCK = 1024  # maxima the pick kernel scans per step
+TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
+STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
+PICK_BLOCK = 1024  # maxima a pick program scans per step
+
+
+def tile_for(width: int, k: int) -> int:
+    """The tile that balances the two selections: the first passes over width / TILE maxima, the
+    second over about k * TILE keys (k to 2k tiles), so their sum is least near
+    TILE = sqrt(width / k); a power of two from 8 to 64. (H200, 2048 x 1M, k 2048: tiles of 16
+    and 32 timed alike, 8 slower: docs/PERF.md "Top-k: tiles".)"""
+    t = max(width // max(k, 1), 1) ** 0.5
+    return min(64, max(8, 1 << max(0, round(math.log2(t)))))
 
 
 def tiles_for(width: int, tile: int) -> int:
@@ -45,10 +57,11 @@ def picked_for(width: int, k: int, tile: int) -> int:
     return min(2 * k, tiles_for(width, tile))
 
 
-def scratch_bytes(rows: int, width: int, k: int, tile: int) -> int:
+def scratch_bytes(rows: int, width: int, k: int, tile: int, pick_chunks: int) -> int:
     """The device memory the path allocates a call beside the selection's own: the maxima, the
-    selected maxima's values and indices, the picked tiles' list and keys, two counts a row."""
-    return rows * 4 * (tiles_for(width, tile) + 2 * k + picked_for(width, k, tile) * (1 + tile) + 2)
+    selected maxima's values and indices, the picked tiles' list and keys, two counts a row and
+    two a chunk of the pick."""
+    return rows * 4 * (tiles_for(width, tile) + 2 * k + picked_for(width, k, tile) * (1 + tile) + 2 + 2 * pick_chunks)
 
 
 @triton.jit
@@ -77,31 +90,74 @@ def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
 
 
 @triton.jit
-def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, list_ptr, list_stride,
-                          cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW: tl.constexpr,
-                          TILE_: tl.constexpr, KB: tl.constexpr, PB: tl.constexpr):
-    """Pass 3, a program a row: tau (the smallest of the k selected maxima), then the picked tiles'
-    indices in key order (module docstring) and the buffer's window: picked tiles x TILE_, less
-    the part of the row's last tile past its window's end."""
-    row = tl.program_id(0)
-    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
-    n = hi - lo
-    ntiles = tl.load(ntiles_ptr + row)
+def _tau(vals_ptr, vals_stride, row, k, KB: tl.constexpr):
+    """The smallest of the row's k selected maxima: the k-th largest tile maximum (-inf pads
+    where the row has fewer than k tiles)."""
     vrow = vals_ptr + row.to(tl.int64) * vals_stride
     kb = tl.arange(0, KB)
     tau = float("inf")
     for i0 in range(0, k, KB):
         v = tl.load(vrow + i0 + kb, mask=i0 + kb < k, other=float("inf"))
         tau = tl.minimum(tau, tl.min(v, 0))
+    return tau
+
+
+@triton.jit
+def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, counts_ptr, nchunks,
+                           chunk_tiles, KB: tl.constexpr, PB: tl.constexpr):
+    """Pass 3a: per chunk of a row's maxima, how many exceed tau and how many equal it (counts
+    [rows, 2 * nchunks]: the first, then the second), so that 3b's programs pick in key order
+    without a serial scan of the row."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    ntiles = tl.load(ntiles_ptr + row)
+    tau = _tau(vals_ptr, vals_stride, row, k, KB)
+    mrow = maxima_ptr + row.to(tl.int64) * maxima_stride
+    pb = tl.arange(0, PB)
+    first = chunk * chunk_tiles
+    end = tl.minimum(first + chunk_tiles, ntiles)
+    gt = 0
+    eq = 0
+    for j0 in range(first, end, PB):
+        j = j0 + pb
+        m = tl.load(mrow + j, mask=j < end, other=float("-inf"))
+        gt += tl.sum(((j < end) & (m > tau)).to(tl.int32), 0)
+        eq += tl.sum(((j < end) & (m == tau)).to(tl.int32), 0)
+    crow = counts_ptr + row.to(tl.int64) * 2 * nchunks
+    tl.store(crow + chunk, gt)
+    tl.store(crow + nchunks + chunk, eq)
+
+
+@triton.jit
+def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, counts_ptr, nchunks,
+                          chunk_tiles, list_ptr, list_stride, cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width,
+                          WINDOW: tl.constexpr, TILE_: tl.constexpr, KB: tl.constexpr, PB: tl.constexpr,
+                          NCP: tl.constexpr):
+    """Pass 3b: each program picks its chunk's tiles (module docstring) into the list at the
+    slots the chunks before it took (from 3a's counts); the program holding the row's last tile
+    (chunk 0 for an empty row) writes the buffer's window: picked tiles x TILE_, less the part of
+    the last tile past the window's end."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    ntiles = tl.load(ntiles_ptr + row)
+    tau = _tau(vals_ptr, vals_stride, row, k, KB)
+    crow = counts_ptr + row.to(tl.int64) * 2 * nchunks
+    c = tl.arange(0, NCP)
+    gts = tl.load(crow + c, mask=c < nchunks, other=0)
+    eqs = tl.load(crow + nchunks + c, mask=c < nchunks, other=0)
+    eq_before = tl.cumsum(eqs, 0) - eqs
+    takes = gts + tl.minimum(eqs, tl.maximum(k - eq_before, 0))  # the first k ties in key order
+    taken = tl.sum(tl.where(c < chunk, takes, 0), 0)
+    ties = tl.sum(tl.where(c < chunk, eqs, 0), 0)
     mrow = maxima_ptr + row.to(tl.int64) * maxima_stride
     lrow = list_ptr + row.to(tl.int64) * list_stride
     pb = tl.arange(0, PB)
-    taken = 0
-    ties = 0
+    first = chunk * chunk_tiles
+    end = tl.minimum(first + chunk_tiles, ntiles)
     last = 0
-    for j0 in range(0, ntiles, PB):
+    for j0 in range(first, end, PB):
         j = j0 + pb
-        ok = j < ntiles
+        ok = j < end
         m = tl.load(mrow + j, mask=ok, other=float("-inf"))
         eq = (ok & (m == tau)).to(tl.int32)
         take = (ok & (m > tau)) | ((eq > 0) & (ties + tl.cumsum(eq, 0) - eq < k))
@@ -110,7 +166,10 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_
         taken += tl.sum(t32, 0)
         ties += tl.sum(eq, 0)
         last = tl.maximum(last, tl.max(tl.where(take & (j == ntiles - 1), 1, 0), 0))
-    tl.store(cand_len_ptr + row, taken * TILE_ - tl.where(last > 0, ntiles * TILE_ - n, 0))
+    if (first < ntiles) & (ntiles <= first + chunk_tiles) | (ntiles == 0) & (chunk == 0):
+        lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+        total = tl.sum(takes, 0)
+        tl.store(cand_len_ptr + row, total * TILE_ - tl.where(last > 0, ntiles * TILE_ - (hi - lo), 0))
 
 
 @triton.jit

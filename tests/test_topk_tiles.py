@@ -47,6 +47,7 @@ def test_the_bound_prunes_and_stays_exact(tile, scratch, monkeypatch):
     """Random rows 40x longer than k: the picked tiles' keys are a fraction of the row, at most
     (2k - 1) tiles, and the answer is torch's."""
     monkeypatch.setattr(TT, "TILE", tile)
+    monkeypatch.setattr(TT, "PICK_BLOCK", 128)  # the pick in several chunks a row
     rows, width, k = 3, 10240, 256
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
     lo, hi = _full(rows, width)
@@ -55,6 +56,7 @@ def test_the_bound_prunes_and_stays_exact(tile, scratch, monkeypatch):
     assert_same_topk(idx, val, x, k, lo, hi)
     cand_len = scratch[-1][5]
     n = (hi - lo).tolist()
+    assert scratch[-1][7].shape[1] >= 2 * 3, "the pick must run in more than two chunks a row here"
     for r in range(rows):
         assert k <= int(cand_len[r]) <= (2 * k - 1) * tile, f"row {r}: {int(cand_len[r])} keys picked"
         assert int(cand_len[r]) < n[r] // 2, f"row {r}: the bound pruned nothing ({int(cand_len[r])} of {n[r]})"
@@ -76,15 +78,18 @@ def test_top_scores_clustered_in_a_few_tiles(scratch):
 
 @needs_interpreter
 @pytest.mark.parametrize("levels", [2, 5])
-def test_tile_maxima_tied_at_the_bound(levels, scratch):
+def test_tile_maxima_tied_at_the_bound(levels, scratch, monkeypatch):
     """Scores of a few values: most tiles' maxima equal the bound, so the pick takes the first k
-    of them in key order, and ties at the k-th score go to the smallest indices."""
+    of them in key order (the tied count carried across steps and chunks: 12 chunks a row of 3
+    steps each here), and ties at the k-th score go to the smallest indices."""
+    monkeypatch.setattr(TT, "PICK_BLOCK", 16)
     rows, width, k = 2, 9000, 200
     x = torch.randint(0, levels, (rows, width), generator=torch.Generator().manual_seed(3)).float()
     lo, hi = _full(rows, width)
     hi[1] = width - 3
     idx, val = _select(x, k, lo, hi, path="tiles")
     assert_same_topk(idx, val, x, k, lo, hi)
+    assert scratch[-1][7].shape[1] == 2 * 12
     for r in range(rows):
         assert int(scratch[-1][5][r]) <= (2 * k - 1) * TT.TILE
 
@@ -104,8 +109,10 @@ def test_rows_shorter_than_k_tiles():
 def test_scratch_is_counted():
     """scratch_bytes is what the path allocates (the pick's list is capped by the row's tiles)."""
     for rows, width, k, tile in ((3, 10240, 256, 16), (2, 1000, 512, 8), (1, 1 << 20, 2048, 32)):
-        got = sum(t.numel() * t.element_size() for t in S._tiles_scratch(rows, width, k, tile, "cpu"))
-        assert got == TT.scratch_bytes(rows, width, k, tile)
+        s = S.path_settings("tiles", {"TILE": tile})
+        got = sum(t.numel() * t.element_size() for t in S._tiles_scratch(rows, width, k, s, "cpu"))
+        chunks = S._pick_chunks(rows, TT.tiles_for(width, tile), s)[1]
+        assert got == TT.scratch_bytes(rows, width, k, tile, chunks)
     assert TT.picked_for(1000, 512, 8) == 125 and TT.picked_for(1 << 20, 2048, 32) == 4096
 
 

@@ -1,7 +1,8 @@
 """The tiles path (indexer_logits._topk_tiles) against what serves today ("auto": the table, else
-pick_path), tiles of 8 / 16 / 32 keys, at the issue's six shapes, one process, alternated rounds.
+pick_path), tiles of --tiles keys (0: the model's tile_for) at the issue's six shapes, one process, alternated rounds.
 
     python3 docs/perf_logs/topk_tiles_h200/tiles_ab.py [--tiles 8,16,32] [--rounds 5] [--skip-prefill]
+    python3 docs/perf_logs/topk_tiles_h200/tiles_ab.py --crossover   # the selection alone, rows x widths
 
 Decode: logits + top-k in CUDA graphs of 4 calls (bench.topk.graph_us), best of --rounds
 alternated rounds. Prefill: eager, best of --rounds alternated rounds (3 by default there), the
@@ -92,6 +93,41 @@ def prefill(k, tiles, rounds):
     return rows
 
 
+def crossover(k, rows_list=(1, 16, 64, 128), widths=(262144, 524288, 1048576)):
+    """The selection alone (graph time, best of 3) of rounds and tiles (the model's tile) on fp8
+    decode logits of each (rows, width): where tiles overtakes rounds."""
+    from indexer_logits import _topk_select as S
+    out = []
+    for rows in rows_list:
+        for width in widths:
+            inp = make_decode_inputs(Problem(), rows, width, lens="full", device="cuda", max_pool_bytes=3 << 30)
+            logits = K.fp8_paged_mqa_logits(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table,
+                                            None, width, False)
+            hi = inp.context_lens.int()
+            idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+            ws = S.workspace(rows, "cuda")
+            row = {"rows": rows, "width": width, "tile": TT.tile_for(width, k)}
+            fns = {p: (lambda p=p: S.select_rows(logits, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path=p))
+                   for p in ("rounds", "tiles")}
+            for p, fn in fns.items():
+                fn()
+                row[f"{p}_bad"] = mismatched_rows(idx, logits, torch.zeros_like(hi), hi, k)
+            best = dict.fromkeys(fns, float("inf"))
+            for _ in range(3):
+                for p, fn in fns.items():
+                    best[p] = min(best[p], graph_us(fn))
+            row.update({f"{p}_us": v for p, v in best.items()})
+            out.append(row)
+            print(json.dumps(row), flush=True)
+            del inp, logits
+            torch.cuda.empty_cache()
+    print(f"{'rows':>5}{'width':>9}{'tile':>5}{'rounds us':>11}{'tiles us':>10}{'tiles/rounds':>14}")
+    for r in out:
+        print(f"{r['rows']:>5}{r['width']:>9}{r['tile']:>5}{r['rounds_us']:>11.1f}{r['tiles_us']:>10.1f}"
+              f"{r['tiles_us'] / r['rounds_us']:>14.2f}" + ("  INEXACT" if r["rounds_bad"] or r["tiles_bad"] else ""))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", default="8,16,32")
@@ -99,7 +135,14 @@ def main():
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--skip-prefill", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--crossover", action="store_true", help="only the selection-alone matrix (crossover())")
     a = ap.parse_args()
+    if a.crossover:
+        rows = crossover(a.k)
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(rows, f, indent=1)
+        return
     tiles = [int(t) for t in a.tiles.split(",")]
     rows = decode(a.k, tiles, a.rounds)
     if not a.skip_prefill:
