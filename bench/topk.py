@@ -212,7 +212,7 @@ def sampled_mismatches(inp, ours, k, blocks=(0, 1, -2, -1), max_scratch_bytes=No
     from indexer_logits import _topk
     import indexer_logits as K
     rows, keys = inp.q.shape[0], inp.kv[0].shape[0]
-    step = _topk.scratch_rows(rows, keys, max_scratch_bytes)
+    step = _topk.scratch_rows(rows, keys, max_scratch_bytes, k, inp.q.device)
     starts = list(range(0, rows, step))
     bad = checked = 0
     for b in sorted({starts[i] for i in blocks if -len(starts) <= i < len(starts)}):
@@ -262,7 +262,7 @@ def prefill_cases(k: int, paths=("fused", "rounds"), scratch_mib=()) -> list[dic
                "logits_bytes": rows * keys * 4, "topk_extra_bytes": extra_topk,
                "extra_over_logits": extra_topk / (rows * keys * 4)}
         for mib in scratch_mib:
-            if K._topk.scratch_rows(rows, keys, mib << 20) < MIN_SCRATCH_ROWS:
+            if K._topk.scratch_rows(rows, keys, mib << 20, k, DEVICE) < MIN_SCRATCH_ROWS:
                 row[f"scratch_{mib}_us"] = None  # blocks of a few rows: the logits kernel's tiles mostly empty
                 continue
             fn = on_path(paths[0], lambda mib=mib: K.fp8_mqa_topk(*args, k, out=idx_buf, max_scratch_bytes=mib << 20))

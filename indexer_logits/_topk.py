@@ -27,8 +27,8 @@ from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunke
 from ._decode import bf16_paged_mqa_logits, fp8_paged_mqa_logits
 from ._prefill import bf16_mqa_logits, fp8_mqa_logits
 from ._tables import interpreting
-from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, check_k, select_rows, top_k_output,
-                           topk_reference, workspace)
+from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, check_k, scratch_bytes_per_row, select_rows,
+                           top_k_output, topk_reference, workspace)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
@@ -123,19 +123,26 @@ def bf16_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedul
 # ---------------------------------------------------------------------------------------------
 # Prefill: blocks of rows scored into one scratch buffer, each block selected before the next.
 
-def scratch_rows(rows: int, width: int, max_scratch_bytes: Optional[int] = None) -> int:
-    """Query rows per block of a prefill top-k (shapes only)."""
+def scratch_rows(rows: int, width: int, max_scratch_bytes: Optional[int] = None, k: int = 0, device=None) -> int:
+    """Query rows per block of a prefill top-k (shapes only). With k and the device, a block's
+    budget also holds what its selection allocates beside the logits (the tiles path's buffers:
+    _topk_select.scratch_bytes_per_row)."""
     if max_scratch_bytes is None:
         budget = max(rows * width * 4 // SCRATCH_FRACTION, SCRATCH_FLOOR)
     elif isinstance(max_scratch_bytes, bool) or not isinstance(max_scratch_bytes, int) or max_scratch_bytes < 1:
         raise ValueError(f"max_scratch_bytes: expected a positive int or None, got {max_scratch_bytes!r}")
     else:
         budget = max_scratch_bytes
-    return max(1, min(rows, budget // max(width * 4, 1)))
+    per_row = max(width * 4, 1)
+    step = max(1, min(rows, budget // per_row))
+    if k and device is not None and _on_device(torch.device(device)):
+        per_row += scratch_bytes_per_row(step, width, k, torch.device(device))
+        step = max(1, min(rows, budget // per_row))
+    return step
 
 
-def _blocks(rows: int, width: int, max_scratch_bytes):
-    step = scratch_rows(rows, width, max_scratch_bytes)
+def _blocks(rows: int, width: int, max_scratch_bytes, k: int, device):
+    step = scratch_rows(rows, width, max_scratch_bytes, k, device)
     return step, [(i, min(rows, i + step)) for i in range(0, rows, step)]
 
 
@@ -149,7 +156,7 @@ def _ragged_topk(logits_fn, q, kv, weights, ks, ke, k, return_values, out, value
     rows = q.shape[0]
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
-    step, blocks = _blocks(rows, keys, max_scratch_bytes)
+    step, blocks = _blocks(rows, keys, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
     ws = workspace(step, q.device) if _on_device(q.device) else None
     for i0, i1 in blocks:
@@ -185,7 +192,7 @@ def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block
     rows = q.shape[0]
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
-    step, blocks = _blocks(rows, max_context_len, max_scratch_bytes)
+    step, blocks = _blocks(rows, max_context_len, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, max_context_len), dtype=torch.float32, device=q.device)
     ws = workspace(step, q.device) if _on_device(q.device) else None
     for i0, i1 in blocks:

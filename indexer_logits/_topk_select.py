@@ -33,15 +33,35 @@ PATH = "auto"
 PATHS = ("fused", "rounds", "row", "tiles")
 ROW_MIN_FILL = 0.85    # row serves from this fraction of the SMs' count of rows up to that count
 ROW_MAX_WIDTH = 32768  # and rows of at most this many keys (the crossover measured 4K-32K)
+# tiles serves rows of at least TILES_MIN_WIDTH keys, TILES_MIN_ROWS rows or more, TILES_MIN_KEYS
+# keys in all. The H200's crossover, the selection alone (docs/PERF.md "Top-k: tiles"), tiles /
+# rounds: 1 row 1.74-2.44 (256K-1M: its eleven phases for one row); 16 rows 1.04 at 256K, 0.70 at
+# 512K, 0.49 at 1M; 64-128 rows 0.33-0.65 from 256K. 64 x 128K end to end: level (tiles of 8).
+TILES_MIN_WIDTH = 1 << 18
+TILES_MIN_ROWS = 16
+TILES_MIN_KEYS = 1 << 23
 
 
 def pick_path(rows: int, width: int, device) -> str:
-    """The path "auto" stands for: row where one program a row fills the GPU in one wave (at 64
-    rows it left half the SMs idle and lost by 2-45%; at 256, two waves, by 10-20%), rounds
-    otherwise. The SM count is the device's own (not set_num_sms's, which sizes engines'
-    metadata), of the logits' device."""
+    """The path "auto" stands for: tiles for many long rows (above); row where one program a row
+    fills the GPU in one wave (at 64 rows it left half the SMs idle and lost by 2-45%; at 256, two
+    waves, by 10-20%); rounds otherwise. The SM count is the device's own (not set_num_sms's,
+    which sizes engines' metadata), of the logits' device."""
+    if width >= TILES_MIN_WIDTH and rows >= TILES_MIN_ROWS and rows * width >= TILES_MIN_KEYS:
+        return "tiles"
     sms = _api._device_sms(device.index) if device.type == "cuda" else _api.CPU_NUM_SMS
     return "row" if ROW_MIN_FILL * sms <= rows <= sms and width <= ROW_MAX_WIDTH else "rounds"
+
+
+def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
+    """Device memory a row of the selection "auto" picks allocates beside the logits (the tiles
+    path's buffers; the other paths' few words a row are not counted), so that prefill's blocks of
+    rows count it in their scratch (indexer_logits._topk.scratch_rows)."""
+    if PATH not in ("auto", "tiles") or PATH == "auto" and pick_path(rows, width, device) != "tiles":
+        return 0
+    tk = tiles_kernels()
+    tile = tk.TILE or tk.tile_for(width, k)
+    return tk.scratch_bytes(1, width, k, tile, 0)
 
 
 _MODULES: dict = {}

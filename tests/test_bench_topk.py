@@ -78,7 +78,7 @@ def test_cases_time_every_path_on_cpu(monkeypatch):
     from indexer_logits import _topk
     budgets = []
     real_rows = _topk.scratch_rows
-    monkeypatch.setattr(_topk, "scratch_rows", lambda r, w, m=None: budgets.append(m) or real_rows(r, w, m))
+    monkeypatch.setattr(_topk, "scratch_rows", lambda r, w, m=None, *a: budgets.append(m) or real_rows(r, w, m, *a))
     monkeypatch.setattr(T, "MIN_SCRATCH_ROWS", 7)  # 1 MiB holds all 6 rows: too few to time
     (pre,) = T.prefill_cases(256, ("rounds",), scratch_mib=(1,))
     assert pre["scratch_1_us"] is None and "scratch_1_mismatched_sample_rows" not in pre

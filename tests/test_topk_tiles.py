@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import indexer_logits as K
-from indexer_logits import _topk_select as S, _topk_tiles as TT
+from indexer_logits import _topk, _topk_select as S, _topk_tiles as TT
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.space import Problem
 
@@ -80,8 +80,8 @@ def test_top_scores_clustered_in_a_few_tiles(scratch):
 @pytest.mark.parametrize("levels", [2, 5])
 def test_tile_maxima_tied_at_the_bound(levels, scratch, monkeypatch):
     """Scores of a few values: most tiles' maxima equal the bound, so the pick takes the first k
-    of them in key order (the tied count carried across steps and chunks: 12 chunks a row of 3
-    steps each here), and ties at the k-th score go to the smallest indices."""
+    of them in key order (the tied count carried across steps and chunks: a dozen or more chunks a
+    row, several steps each here), and ties at the k-th score go to the smallest indices."""
     monkeypatch.setattr(TT, "PICK_BLOCK", 16)
     rows, width, k = 2, 9000, 200
     x = torch.randint(0, levels, (rows, width), generator=torch.Generator().manual_seed(3)).float()
@@ -89,9 +89,11 @@ def test_tile_maxima_tied_at_the_bound(levels, scratch, monkeypatch):
     hi[1] = width - 3
     idx, val = _select(x, k, lo, hi, path="tiles")
     assert_same_topk(idx, val, x, k, lo, hi)
-    assert scratch[-1][7].shape[1] == 2 * 12
+    tile = TT.tile_for(width, k)
+    chunks, blocks = scratch[-1][7].shape[1] // 2, -(-TT.tiles_for(width, tile) // 16)
+    assert 6 <= chunks < blocks, "several chunks a row, some of several steps"
     for r in range(rows):
-        assert int(scratch[-1][5][r]) <= (2 * k - 1) * TT.TILE
+        assert int(scratch[-1][5][r]) <= (2 * k - 1) * tile
 
 
 @needs_interpreter
@@ -101,9 +103,25 @@ def test_rows_shorter_than_k_tiles():
     rows, width, k = 4, 6000, 512
     x = torch.randn(rows, width)
     lo = torch.tensor([0, 100, 3, 9], dtype=torch.int32)
-    hi = torch.tensor([6000, 100 + 512 * TT.TILE - 7, 300, 9], dtype=torch.int32)
+    tile = TT.tile_for(width, k)
+    assert tile == 8
+    hi = torch.tensor([6000, 100 + k * tile - 9, 300, 9], dtype=torch.int32)  # k - 1 tiles
     idx, val = _select(x, k, lo, hi, path="tiles")
     assert_same_topk(idx, val, x, k, lo, hi)
+
+
+def test_auto_picks_tiles_for_many_long_rows(monkeypatch):
+    """PATH "auto": tiles from TILES_MIN_WIDTH keys, TILES_MIN_ROWS rows and TILES_MIN_KEYS keys in
+    all (the H200's crossover), never for one row; prefill's blocks then count its buffers."""
+    cpu = torch.device("cpu")
+    assert [S.pick_path(r, w, cpu) for r, w in ((1, 1 << 20), (16, 1 << 18), (16, 1 << 19), (64, 1 << 18),
+                                                (2048, 1 << 17))] == ["rounds", "rounds", "tiles", "tiles", "rounds"]
+    plain = _topk.scratch_rows(2048, 1 << 20)
+    counted = _topk.scratch_rows(2048, 1 << 20, None, 2048, cpu)
+    per_row = (1 << 20) * 4 + TT.scratch_bytes(1, 1 << 20, 2048, TT.tile_for(1 << 20, 2048), 0)
+    assert counted == 2048 * (1 << 20) * 4 // 20 // per_row < plain
+    monkeypatch.setattr(S, "PATH", "rounds")
+    assert _topk.scratch_rows(2048, 1 << 20, None, 2048, cpu) == plain
 
 
 def test_scratch_is_counted():
@@ -135,6 +153,8 @@ def test_ragged_prefill_over_tiles(launches, monkeypatch):
     monkeypatch.setattr(S, "PATH", "tiles")
     inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 20, 6000, windows="random", seed=6)
     idx = K.fp8_mqa_topk(*inp.args(), 128, max_scratch_bytes=7 * 6000 * 4)
-    assert launches["paths"] == ["tiles"] * 3          # 20 rows in blocks of 7
+    step = _topk.scratch_rows(20, 6000, 7 * 6000 * 4, 128, "cpu")
+    assert step < 7, "the budget holds the tiles path's buffers beside the block's logits"
+    assert launches["paths"] == ["tiles"] * -(-20 // step)
     logits = K.fp8_mqa_logits(*inp.args())
     assert_same_topk(idx, None, logits, 128, inp.cu_seqlen_ks, inp.cu_seqlen_ke)

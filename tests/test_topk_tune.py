@@ -125,7 +125,7 @@ def test_select_rows_serves_the_table_entry_with_its_settings(monkeypatch):
 def test_the_tuner_gates_picks_the_fastest_exact_and_keeps_every_trial(tmp_path, monkeypatch):
     monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
         "rounds": [dict(BINS=32, RANK_TILE=0), dict(BINS=64, RANK_TILE=32), dict(BINS=64, RANK_TILE=8)],
-        "row": [dict(CAP=512, NUM_WARPS=4)]}[path])
+        "row": [dict(CAP=512, NUM_WARPS=4)]}.get(path, []))
     real = S.select_rows
 
     def broken_for_bins_64_tile_8(*a, settings=None, **kw):  # a setting whose answer is wrong: gated out
@@ -175,6 +175,11 @@ def test_the_space_holds_what_the_h200_taught():
     assert rounds and all(s["RANK_TILE"] <= 32 and s["BINS"] <= 64 for s in rounds)
     assert topk_tune.space("row", 128, 8192, 132) and not topk_tune.space("row", 256, 8192, 132)
     assert not topk_tune.space("row", 64, 131072, 132)
+    tiles = topk_tune.space("tiles", 16, 1 << 20, 132)
+    assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16, 32} and not topk_tune.space("tiles", 64, 131072, 132)
+    for s in tiles:  # every setting the space names is one a table may hold
+        T.validate({"format": 1, "gpu_slug": "x", "k": 2048, "entries": [
+            {"rows": 16, "width": 1 << 20, "path": "tiles", "settings": s}]}, "topk.json")
 
 
 def test_a_workspace_too_small_for_the_bins_is_refused():

@@ -12,7 +12,11 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
 - the row path's sort costs what CAP holds, and its bins grow with the width: CAP 512-1,024,
   bins 64-128;
 - the four kernels' histogram cost grows with the bins (tl.histogram: ~log2(B) * B / 32 per key):
-  32 or 64 bins, two rounds.
+  32 or 64 bins, two rounds;
+- the tiles path (two selections, over tile maxima and over the picked tiles' keys) only on rows of
+  TILES_MIN_WIDTH keys or more, where the pruning can pay for its phases (a row of 128K: level;
+  one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles 8-32, where the model's
+  sqrt(width / k) lies.
 
 The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
 bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of
@@ -74,7 +78,11 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
             return []
         return [dict(BINS=b, CAP=c, BLOCK=bl, NUM_WARPS=w)
                 for b in (64, 128) for c in (512, 1024) for bl in (4096, 8192) for w in (8, 16)]
-    raise ValueError(f"path: expected 'rounds' or 'row', got {path!r}")
+    if path == "tiles":
+        if width < S.TILES_MIN_WIDTH:
+            return []
+        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p) for t in (0, 8, 16, 32) for b in (32, 64) for p in (8, 16)]
+    raise ValueError(f"path: expected 'rounds', 'row' or 'tiles', got {path!r}")
 
 
 def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
@@ -91,7 +99,8 @@ def gpu_timer(fn) -> float:
 
 
 def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
-                on_trial: Callable[[dict], None] = lambda t: None, paths: Iterable[str] = ("rounds", "row")) -> dict:
+                on_trial: Callable[[dict], None] = lambda t: None,
+                paths: Iterable[str] = ("rounds", "row", "tiles")) -> dict:
     """The table entry of one bucket: the fastest exact setting, and the built-in choice's time."""
     logits, lens = bucket_logits(rows, width, device)
     ties = logits.to(torch.bfloat16).float()  # equal keys in runs: the candidates' and overflow paths
