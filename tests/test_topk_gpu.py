@@ -186,7 +186,7 @@ def test_the_tuned_table_is_written_exact_and_served(tmp_path, monkeypatch, requ
     from tuner import topk_tune
     monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
         "rounds": [dict(BINS=32, RANK_TILE=0), dict(BINS=64, RANK_TILE=32)],
-        "row": [dict(CAP=512, NUM_WARPS=16), dict(CAP=1024, NUM_WARPS=8)]}[path])
+        "row": [dict(CAP=512, NUM_WARPS=16), dict(CAP=1024, NUM_WARPS=8)]}.get(path, []))
     slug_dir = tmp_path / "tables" / "gpu"
     (entry,) = topk_tune.run([(64, 8192)], 2048, slug_dir / "topk.json", tmp_path / "trials.jsonl", log=print)
     assert entry["us"] > 0 and entry["default_us"] > 0
