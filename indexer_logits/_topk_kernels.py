@@ -166,11 +166,19 @@ def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, w
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     if end > start:
         kmin, kmax = _key_range(base, start, end, BLOCK)
-        ukmax = (kmax ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
-        not_ukmin = (~(kmin ^ (-2147483647 - 1))).to(tl.uint32, bitcast=True)
-        ust = st.to(tl.pointer_type(tl.uint32))
-        tl.atomic_max(ust + 10, ukmax, sem="relaxed")
-        tl.atomic_max(ust + 11, not_ukmin, sem="relaxed")
+        _publish_range(st, kmin, kmax)
+
+
+@triton.jit
+def _publish_range(st, kmin, kmax):
+    """Merge a program's (smallest finite key, largest key) into its row's state words 10 and 11
+    (unsigned, so that the zeroed workspace is the atomic max's identity). The range kernel's step,
+    and that of kernels that see every score of a row anyway (indexer_logits._topk_tiles)."""
+    ukmax = (kmax ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
+    not_ukmin = (~(kmin ^ (-2147483647 - 1))).to(tl.uint32, bitcast=True)
+    ust = st.to(tl.pointer_type(tl.uint32))
+    tl.atomic_max(ust + 10, ukmax, sem="relaxed")
+    tl.atomic_max(ust + 11, not_ukmin, sem="relaxed")
 
 
 @triton.jit

@@ -210,13 +210,16 @@ def _tuned_entry(rows: int, width: int, device) -> Optional[dict]:
 _DEVICE_SLUGS: dict = {}
 
 
-def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
-    """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction."""
+def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=(),
+                   range_done: bool = False) -> None:
+    """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction
+    (without the range kernel where the kernel before merged the rows' ranges: `range_done`)."""
     kn = kernels()
     BINS, BLOCK_ = s["BINS"], s["BLOCK"]
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
-    launch(kn.topk_range_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK_, BINS_=BINS, PDL=False,
-           num_warps=s["NUM_WARPS"])
+    if not range_done:
+        launch(kn.topk_range_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK_, BINS_=BINS,
+               PDL=False, num_warps=s["NUM_WARPS"])
     for round_ in (1, 2):
         launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK_,
                BINS_=BINS, PDL=pdl, **options)
@@ -255,14 +258,15 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
 def _tiles_scratch(rows: int, width: int, k: int, s: dict, device) -> tuple:
     """The tiles path's buffers (indexer_logits._topk_tiles.scratch_bytes counts them): the tile
     maxima and tile counts, the k selected maxima's indices and values, the picked tiles' list,
-    the buffer's windows, the buffer, and the pick's counts a chunk."""
+    the buffer's windows, the buffer, the pick's counts a chunk, and tau a row."""
     tk = tiles_kernels()
     tile = s["TILE"] or tk.tile_for(width, k)
     nt, picked = tk.tiles_for(width, tile), tk.picked_for(width, k, tile)
     i32, f32 = dict(dtype=torch.int32, device=device), dict(dtype=torch.float32, device=device)
     return (torch.empty((rows, nt), **f32), torch.empty(rows, **i32), torch.empty((rows, k), **i32),
             torch.empty((rows, k), **f32), torch.empty((rows, picked), **i32), torch.empty(rows, **i32),
-            torch.empty((rows, picked * tile), **f32), torch.empty((rows, 2 * _pick_chunks(rows, nt, s)[1]), **i32))
+            torch.empty((rows, picked * tile), **f32), torch.empty((rows, 2 * _pick_chunks(rows, nt, s)[1]), **i32),
+            torch.empty(rows, **f32))
 
 
 def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
@@ -272,10 +276,11 @@ def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
 
 
 def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
-    """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
-    pick (counts, then the picks), the gather, the four kernels over the picked tiles' keys, the remap."""
+    """The two-pass path (indexer_logits._topk_tiles): tile maxima (and their range), three of the four
+    kernels over them, the pick (counts, then the picks), the gather (and its keys' range), three of
+    the four kernels over the picked tiles' keys, the remap: eleven launches."""
     tk = tiles_kernels()
-    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts = scratch
+    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau = scratch
     rows, width = logits.shape
     T = s["TILE"] or tk.tile_for(width, k)
     step = max(1, s["STEP_KEYS"] // T)
@@ -283,21 +288,23 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     options = {"num_warps": s["NUM_WARPS"]}
     nt = maxima.shape[1]
     chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
-    launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
-           WINDOW=window, TILE_=T, STEP=step, **options)
-    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws, cands, None, None, ntiles, 1)
+    launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, ws, chunk,
+           WINDOW=window, TILE_=T, STEP=step, BINS_=s["BINS"], **options)
+    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws, cands, None, None, ntiles, 1,
+                   range_done=True)
     kb = min(1024, 1 << (k - 1).bit_length())
     pick, nch = _pick_chunks(rows, nt, s)
     launch(tk.topk_tile_count_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
-           counts, nch, pick, KB=kb, PB=tk.PICK_BLOCK, **options)
-    launch(tk.topk_tile_pick_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
-           counts, nch, pick, tiles, tiles.stride(0), cand_len, *win[2:], WINDOW=window, TILE_=T, KB=kb,
-           PB=tk.PICK_BLOCK, NCP=1 << (nch - 1).bit_length(), **options)
+           counts, nch, pick, tau, KB=kb, PB=tk.PICK_BLOCK, **options)
+    launch(tk.topk_tile_pick_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, tau, k, counts, nch, pick,
+           tiles, tiles.stride(0), cand_len, *win[2:], WINDOW=window, TILE_=T, PB=tk.PICK_BLOCK,
+           NCP=1 << (nch - 1).bit_length(), **options)
     picked = tiles.shape[1]
     per_program = chunk_size(rows, picked * T, step * T, s["PROGRAMS_PER_SM"]) // T
     launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0), cand_len,
-           buf, buf.stride(0), per_program, WINDOW=window, TILE_=T, STEP=step, **options)
-    _launch_rounds(launch, s, buf, k, WINDOW_LIMIT, indices, values, ws, cands, None, None, cand_len, 1)
+           buf, buf.stride(0), ws, per_program, WINDOW=window, TILE_=T, STEP=step, BINS_=s["BINS"], **options)
+    _launch_rounds(launch, s, buf, k, WINDOW_LIMIT, indices, values, ws, cands, None, None, cand_len, 1,
+                   range_done=True)
     launch(tk.topk_tile_remap_kernel, (rows, -(-k // kb)), indices, indices.stride(0), tiles, tiles.stride(0), k,
            TILE_=T, KB=kb, **options)
 

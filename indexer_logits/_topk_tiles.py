@@ -6,15 +6,16 @@ With a row of n keys cut into tiles of TILE (aligned to the row's window start):
 1. tile maxima: one read of the row, a maximum a tile ([rows, ceil(width / TILE)]), and the
    row's tile count.
 2. the k largest maxima by the four-kernel selection (indexer_logits._topk_kernels) over the
-   maxima; tau, the smallest of them, is the k-th largest tile maximum (-inf where the row has
+   maxima, less its range kernel (pass 1 merged the maxima's range into the row's state); tau, the smallest of them, is the k-th largest tile maximum (-inf where the row has
    fewer than k tiles). At least k scores are >= tau (one a tile), so the k-th score is >= tau.
 3. pick, in key order: every tile whose maximum is > tau (fewer than k of them), and the first
    k tiles whose maximum equals tau (a count per chunk of maxima, then each chunk's program
    writes its picks after the earlier chunks'). At most 2k - 1 tiles, so no overflow:
    a score > tau lies in a tile with a maximum > tau; a score equal to tau left out lies behind k
    picked tiles that each hold one, so ties at the k-th score still go to the smallest indices.
-4. gather the picked tiles' scores, in key order, into a [rows, min(2k, tiles) * TILE] buffer.
-5. the four-kernel selection over the buffer (its window: the picked tiles' keys, the row's
+4. gather the picked tiles' scores, in key order, into a [rows, min(2k, tiles) * TILE] buffer
+   (and their range into the row's state).
+5. the four-kernel selection over the buffer, less its range kernel, (its window: the picked tiles' keys, the row's
    partial last tile cut off at the window's end), then
 6. remap: a buffer position p is key tile[p // TILE] * TILE + p % TILE of the window.
 
@@ -31,7 +32,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._topk_kernels import _window
+from ._topk_kernels import _key, _publish_range, _window
 
 TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
 STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
@@ -59,16 +60,19 @@ def picked_for(width: int, k: int, tile: int) -> int:
 
 def scratch_bytes(rows: int, width: int, k: int, tile: int, pick_chunks: int) -> int:
     """The device memory the path allocates a call beside the selection's own: the maxima, the
-    selected maxima's values and indices, the picked tiles' list and keys, two counts a row and
-    two a chunk of the pick."""
-    return rows * 4 * (tiles_for(width, tile) + 2 * k + picked_for(width, k, tile) * (1 + tile) + 2 + 2 * pick_chunks)
+    selected maxima's values and indices, the picked tiles' list and keys, two counts and tau a
+    row, and two counts a chunk of the pick."""
+    return rows * 4 * (tiles_for(width, tile) + 2 * k + picked_for(width, k, tile) * (1 + tile) + 3 + 2 * pick_chunks)
 
 
 @triton.jit
 def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, maxima_ptr, maxima_stride,
-                         ntiles_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr):
+                         ntiles_ptr, ws_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr,
+                         BINS_: tl.constexpr):
     """Pass 1: each tile's largest score (-inf for a tile of -inf scores), and (chunk 0) the row's
-    tile count. A program covers chunk_len keys of the window (a multiple of TILE_), STEP tiles a step."""
+    tile count. A program covers chunk_len keys of the window (a multiple of TILE_), STEP tiles a
+    step, and merges its maxima's key range into the row's state: the range kernel's work for the
+    selection over the maxima, done here (docs/PERF.md "Top-k: tiles")."""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -82,11 +86,19 @@ def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
     offs = tl.arange(0, TILE_)
     first = chunk * (chunk_len // TILE_)
     end = tl.minimum(first + chunk_len // TILE_, ntiles)
+    kmax = tl.full([STEP], -2147483647 - 1, tl.int32)
+    kmin = tl.full([STEP], 2147483647, tl.int32)
     for t0 in range(first, end, STEP):
         t = t0 + tiles
         key = t[:, None] * TILE_ + offs[None, :]
         x = tl.load(base + key, mask=(t[:, None] < end) & (key < n), other=float("-inf"))
-        tl.store(out + t, tl.max(x, 1), mask=t < end)
+        mx = tl.max(x, 1)
+        tl.store(out + t, mx, mask=t < end)
+        k_ = _key(mx)
+        kmax = tl.maximum(kmax, tl.where(t < end, k_, kmax))
+        kmin = tl.minimum(kmin, tl.where((t < end) & (mx > float("-inf")), k_, kmin))
+    if end > first:  # the workspace's row: 16 state words, then the two rounds' histograms
+        _publish_range(ws_ptr + row * (16 + 2 * BINS_), tl.min(kmin, 0), tl.max(kmax, 0))
 
 
 @triton.jit
@@ -104,14 +116,16 @@ def _tau(vals_ptr, vals_stride, row, k, KB: tl.constexpr):
 
 @triton.jit
 def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, counts_ptr, nchunks,
-                           chunk_tiles, KB: tl.constexpr, PB: tl.constexpr):
+                           chunk_tiles, tau_ptr, KB: tl.constexpr, PB: tl.constexpr):
     """Pass 3a: per chunk of a row's maxima, how many exceed tau and how many equal it (counts
     [rows, 2 * nchunks]: the first, then the second), so that 3b's programs pick in key order
-    without a serial scan of the row."""
+    without a serial scan of the row; chunk 0 keeps tau for them."""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     ntiles = tl.load(ntiles_ptr + row)
     tau = _tau(vals_ptr, vals_stride, row, k, KB)
+    if chunk == 0:
+        tl.store(tau_ptr + row, tau)
     mrow = maxima_ptr + row.to(tl.int64) * maxima_stride
     pb = tl.arange(0, PB)
     first = chunk * chunk_tiles
@@ -129,10 +143,9 @@ def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals
 
 
 @triton.jit
-def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, counts_ptr, nchunks,
+def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks,
                           chunk_tiles, list_ptr, list_stride, cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width,
-                          WINDOW: tl.constexpr, TILE_: tl.constexpr, KB: tl.constexpr, PB: tl.constexpr,
-                          NCP: tl.constexpr):
+                          WINDOW: tl.constexpr, TILE_: tl.constexpr, PB: tl.constexpr, NCP: tl.constexpr):
     """Pass 3b: each program picks its chunk's tiles (module docstring) into the list at the
     slots the chunks before it took (from 3a's counts); the program holding the row's last tile
     (chunk 0 for an empty row) writes the buffer's window: picked tiles x TILE_, less the part of
@@ -140,7 +153,7 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     ntiles = tl.load(ntiles_ptr + row)
-    tau = _tau(vals_ptr, vals_stride, row, k, KB)
+    tau = tl.load(tau_ptr + row)
     crow = counts_ptr + row.to(tl.int64) * 2 * nchunks
     c = tl.arange(0, NCP)
     gts = tl.load(crow + c, mask=c < nchunks, other=0)
@@ -174,10 +187,12 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_
 
 @triton.jit
 def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, list_ptr, list_stride,
-                            cand_len_ptr, buf_ptr, buf_stride, slots_per_program, WINDOW: tl.constexpr,
-                            TILE_: tl.constexpr, STEP: tl.constexpr):
-    """Pass 4: the picked tiles' scores into the buffer, tile after tile in pick order. A program
-    covers slots_per_program picked tiles; programs past the row's count return at once."""
+                            cand_len_ptr, buf_ptr, buf_stride, ws_ptr, slots_per_program, WINDOW: tl.constexpr,
+                            TILE_: tl.constexpr, STEP: tl.constexpr, BINS_: tl.constexpr):
+    """Pass 4: the picked tiles' scores into the buffer, tile after tile in pick order, and their
+    key range into the row's state (the range kernel's work for the second selection; the first
+    left the state zero). A program covers slots_per_program picked tiles; programs past the
+    row's count return at once."""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -190,13 +205,21 @@ def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     brow = buf_ptr + row.to(tl.int64) * buf_stride
     slots = tl.arange(0, STEP)
     offs = tl.arange(0, TILE_)
+    kmax = tl.full([STEP], -2147483647 - 1, tl.int32)
+    kmin = tl.full([STEP], 2147483647, tl.int32)
     for s0 in range(first, end, STEP):
         s = s0 + slots
         ok = s < end
         tile = tl.load(lrow + s, mask=ok, other=0)
         key = tile[:, None] * TILE_ + offs[None, :]
-        x = tl.load(base + key, mask=ok[:, None] & (key < n), other=float("-inf"))
+        inside = ok[:, None] & (key < n)
+        x = tl.load(base + key, mask=inside, other=float("-inf"))
         tl.store(brow + s[:, None] * TILE_ + offs[None, :], x, mask=ok[:, None])
+        k_ = _key(x)
+        kmax = tl.maximum(kmax, tl.max(tl.where(inside, k_, -2147483647 - 1), 1))
+        kmin = tl.minimum(kmin, tl.min(tl.where(inside & (x > float("-inf")), k_, 2147483647), 1))
+    if end > first:  # the workspace's row: 16 state words, then the two rounds' histograms
+        _publish_range(ws_ptr + row * (16 + 2 * BINS_), tl.min(kmin, 0), tl.max(kmax, 0))
 
 
 @triton.jit
