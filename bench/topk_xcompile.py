@@ -48,8 +48,7 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("row: the one kernel", R.topk_row_kernel,
          {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False}, R.NUM_WARPS),
         # the tiles path: its own four kernels (its two selections are the rounds' above)
-        ("tiles: tile maxima", T.topk_tile_max_kernel,
-         {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "BINS_": KN.BINS}, w),
+        ("tiles: tile maxima", T.topk_tile_max_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16}, w),
         ("tiles: pick counts", T.topk_tile_count_kernel, {"KB": min(1024, kp), "PB": T.PICK_BLOCK}, w),
         ("tiles: pick", T.topk_tile_pick_kernel,
          {"WINDOW": 1, "TILE_": 16, "PB": T.PICK_BLOCK, "NCP": 4}, w),

@@ -276,9 +276,9 @@ def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
 
 
 def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
-    """The two-pass path (indexer_logits._topk_tiles): tile maxima (and their range), three of the four
-    kernels over them, the pick (counts, then the picks), the gather (and its keys' range), three of
-    the four kernels over the picked tiles' keys, the remap: eleven launches."""
+    """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
+    pick (counts, then the picks), the gather (and its keys' range), three of the four kernels over
+    the picked tiles' keys, the remap: twelve launches."""
     tk = tiles_kernels()
     maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau = scratch
     rows, width = logits.shape
@@ -288,10 +288,9 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     options = {"num_warps": s["NUM_WARPS"]}
     nt = maxima.shape[1]
     chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
-    launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, ws, chunk,
-           WINDOW=window, TILE_=T, STEP=step, BINS_=s["BINS"], **options)
-    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws, cands, None, None, ntiles, 1,
-                   range_done=True)
+    launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
+           WINDOW=window, TILE_=T, STEP=step, **options)
+    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws, cands, None, None, ntiles, 1)
     kb = min(1024, 1 << (k - 1).bit_length())
     pick, nch = _pick_chunks(rows, nt, s)
     launch(tk.topk_tile_count_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,

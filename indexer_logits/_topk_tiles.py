@@ -6,7 +6,7 @@ With a row of n keys cut into tiles of TILE (aligned to the row's window start):
 1. tile maxima: one read of the row, a maximum a tile ([rows, ceil(width / TILE)]), and the
    row's tile count.
 2. the k largest maxima by the four-kernel selection (indexer_logits._topk_kernels) over the
-   maxima, less its range kernel (pass 1 merged the maxima's range into the row's state); tau, the smallest of them, is the k-th largest tile maximum (-inf where the row has
+   maxima; tau, the smallest of them, is the k-th largest tile maximum (-inf where the row has
    fewer than k tiles). At least k scores are >= tau (one a tile), so the k-th score is >= tau.
 3. pick, in key order: every tile whose maximum is > tau (fewer than k of them), and the first
    k tiles whose maximum equals tau (a count per chunk of maxima, then each chunk's program
@@ -67,12 +67,12 @@ def scratch_bytes(rows: int, width: int, k: int, tile: int, pick_chunks: int) ->
 
 @triton.jit
 def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, maxima_ptr, maxima_stride,
-                         ntiles_ptr, ws_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr,
-                         BINS_: tl.constexpr):
+                         ntiles_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr):
     """Pass 1: each tile's largest score (-inf for a tile of -inf scores), and (chunk 0) the row's
     tile count. A program covers chunk_len keys of the window (a multiple of TILE_), STEP tiles a
-    step, and merges its maxima's key range into the row's state: the range kernel's work for the
-    selection over the maxima, done here (docs/PERF.md "Top-k: tiles")."""
+    step. (Merging the maxima's range into the rows' state here, as the gather does for its keys,
+    slowed this kernel by more than the range kernel it saved: 10.7 -> 17.9 us at 64 x 128K,
+    call 8.)"""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -86,19 +86,11 @@ def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
     offs = tl.arange(0, TILE_)
     first = chunk * (chunk_len // TILE_)
     end = tl.minimum(first + chunk_len // TILE_, ntiles)
-    kmax = tl.full([STEP], -2147483647 - 1, tl.int32)
-    kmin = tl.full([STEP], 2147483647, tl.int32)
     for t0 in range(first, end, STEP):
         t = t0 + tiles
         key = t[:, None] * TILE_ + offs[None, :]
         x = tl.load(base + key, mask=(t[:, None] < end) & (key < n), other=float("-inf"))
-        mx = tl.max(x, 1)
-        tl.store(out + t, mx, mask=t < end)
-        k_ = _key(mx)
-        kmax = tl.maximum(kmax, tl.where(t < end, k_, kmax))
-        kmin = tl.minimum(kmin, tl.where((t < end) & (mx > float("-inf")), k_, kmin))
-    if end > first:  # the workspace's row: 16 state words, then the two rounds' histograms
-        _publish_range(ws_ptr + row * (16 + 2 * BINS_), tl.min(kmin, 0), tl.max(kmax, 0))
+        tl.store(out + t, tl.max(x, 1), mask=t < end)
 
 
 @triton.jit
