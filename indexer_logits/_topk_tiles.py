@@ -15,8 +15,8 @@ With a row of n keys cut into tiles of TILE (aligned to the row's window start):
    picked tiles that each hold one, so ties at the k-th score still go to the smallest indices.
 4. gather the picked tiles' scores, in key order, into a [rows, min(2k, tiles) * TILE] buffer
    (and their range into the row's state).
-5. the four-kernel selection over the buffer, less its range kernel, (its window: the picked tiles' keys, the row's
-   partial last tile cut off at the window's end), then
+5. the four-kernel selection over the buffer, less its range kernel (its window: the picked
+   tiles' keys, the row's partial last tile cut off at the window's end), then
 6. remap: a buffer position p is key tile[p // TILE] * TILE + p % TILE of the window.
 
 Keys read: the row once (cheap: a load and a max a key), then the selection's passes over
