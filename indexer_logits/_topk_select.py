@@ -54,14 +54,26 @@ def pick_path(rows: int, width: int, device) -> str:
 
 
 def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
-    """Device memory a row of the selection "auto" picks allocates beside the logits (the tiles
-    path's buffers; the other paths' few words a row are not counted), so that prefill's blocks of
-    rows count it in their scratch (indexer_logits._topk.scratch_rows)."""
-    if PATH not in ("auto", "tiles") or PATH == "auto" and pick_path(rows, width, device) != "tiles":
+    """Device memory a row of the selection that serves (rows, width) allocates beside the logits
+    (the tiles path's buffers; the other paths' few words a row are not counted), so that
+    prefill's blocks of rows count it in their scratch (indexer_logits._topk.scratch_rows)."""
+    path, settings = _serving(rows, width, torch.device(device))
+    if path != "tiles":
         return 0
     tk = tiles_kernels()
-    tile = tk.TILE or tk.tile_for(width, k)
+    tile = path_settings("tiles", settings)["TILE"] or tk.tile_for(width, k)
     return tk.scratch_bytes(1, width, k, tile, 0)
+
+
+def _serving(rows: int, width: int, device) -> tuple:
+    """(path, settings) select_rows serves a call of this shape with when given neither: PATH's,
+    or where it is "auto" the GPU's tuned table entry, else pick_path (settings None: the modules')."""
+    if PATH != "auto":
+        return PATH, None
+    entry = _tuned_entry(rows, width, device)
+    if entry is not None:
+        return entry["path"], entry["settings"]
+    return pick_path(rows, width, device), None
 
 
 _MODULES: dict = {}
@@ -144,11 +156,10 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     settings. Returns the path that ran. A call's launches are recorded on its key's first call
     and replayed after (indexer_logits._recorded_launches)."""
     rows, width = logits.shape
-    if path is None and settings is None and PATH == "auto":
-        entry = _tuned_entry(rows, width, logits.device)
-        if entry is not None:
-            path, settings = entry["path"], entry["settings"]
-    path = PATH if path is None else path
+    if path is None and settings is None:
+        path, settings = _serving(rows, width, logits.device)
+    elif path is None:
+        path = PATH
     if path == "auto":
         path = pick_path(rows, width, logits.device)
     if path not in PATHS:

@@ -124,6 +124,18 @@ def test_auto_picks_tiles_for_many_long_rows(monkeypatch):
     assert _topk.scratch_rows(2048, 1 << 20, None, 2048, cpu) == plain
 
 
+def test_a_table_entry_for_tiles_counts_in_the_blocks(monkeypatch):
+    """Where the GPU's tuned table serves a shape by tiles (an entry within an octave), a prefill
+    block's budget counts that entry's buffers (its tile), as select_rows will serve it; a rounds
+    entry allocates none. (The table is for CUDA devices: a stand-in answers here.)"""
+    entry = {"path": "tiles", "settings": {"TILE": 8, "BINS": 32}}
+    monkeypatch.setattr(S, "_tuned_entry", lambda rows, width, device: entry)
+    assert S.scratch_bytes_per_row(64, 131072, 2048, "cpu") == TT.scratch_bytes(1, 131072, 2048, 8, 0)
+    assert S._serving(64, 131072, torch.device("cpu")) == ("tiles", entry["settings"])
+    entry = {"path": "rounds", "settings": {"BINS": 32}}
+    assert S.scratch_bytes_per_row(64, 131072, 2048, "cpu") == 0
+
+
 def test_scratch_is_counted():
     """scratch_bytes is what the path allocates (the pick's list is capped by the row's tiles)."""
     for rows, width, k, tile in ((3, 10240, 256, 16), (2, 1000, 512, 8), (1, 1 << 20, 2048, 32)):
