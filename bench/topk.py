@@ -15,7 +15,9 @@ inputs and output (torch.cuda.max_memory_allocated). Every case checks each path
 first: its index sets against a stable descending sort of the same logits (the tie rule:
 smallest index first), over all decode rows and a sample of prefill rows. "topk_us" is the first
 path's time. --sweep times the first path's selection alone over its launch parameters
-(indexer_logits._topk_select) on the decode logits. Writes topk.json under --out and prints a table last. Needs a CUDA device.
+(indexer_logits._topk_select) on the decode logits. Writes topk_bench.json under --out (not
+topk.json, the name of a GPU's selection table, which a copy of that table under --out would
+lose) and prints a table last. Needs a CUDA device.
 """
 
 from __future__ import annotations
@@ -332,7 +334,7 @@ def main(argv=None) -> int:
         result["crossover"] = crossover(a.k, paths)
     result["seconds"] = time.time() - t0
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    (Path(a.out) / "topk.json").write_text(json.dumps(result, indent=1))
+    (Path(a.out) / "topk_bench.json").write_text(json.dumps(result, indent=1))
     head = "".join(f"{'+' + p + ' us':>14}{'ratio':>7}" for p in paths)
     print(f"\n{'case':<22}{'logits us':>11}{head}{'+torch.topk':>13}{'ratio':>7}{'bad rows':>9}")
     for r in result["decode"] + result.get("prefill", []):
