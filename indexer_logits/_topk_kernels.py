@@ -91,10 +91,18 @@ def _key_range(base, start, end, BLOCK: tl.constexpr):
         t = b0 + offs
         m = t < end
         x = tl.load(base + t, mask=m, other=float("-inf"))
-        key = _key(x)
-        kmax = tl.maximum(kmax, tl.where(m, key, kmax))
-        kmin = tl.minimum(kmin, tl.where(m & (x > float("-inf")), key, kmin))
+        lo_key, hi_key = _range_keys(x, m)
+        kmax = tl.maximum(kmax, hi_key)
+        kmin = tl.minimum(kmin, lo_key)
     return tl.min(kmin, 0), tl.max(kmax, 0)
+
+
+@triton.jit
+def _range_keys(x, m):
+    """Each score's key as it counts toward a range's (smallest finite, largest) keys: the key, or
+    the identity of the min / the max where the score is masked off (or, for the min, not finite)."""
+    key = _key(x)
+    return tl.where(m & (x > float("-inf")), key, 2147483647), tl.where(m, key, -2147483647 - 1)
 
 
 @triton.jit

@@ -60,9 +60,7 @@ def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
     path, settings = _serving(rows, width, torch.device(device))
     if path != "tiles":
         return 0
-    tk = tiles_kernels()
-    tile = path_settings("tiles", settings)["TILE"] or tk.tile_for(width, k)
-    return tk.scratch_bytes(1, width, k, tile, 0)
+    return tiles_kernels().scratch_bytes(1, width, k, _tile(path_settings("tiles", settings), width, k), 0)
 
 
 def _serving(rows: int, width: int, device) -> tuple:
@@ -193,7 +191,8 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
         s = dict(BINS=kn.BINS, CAP=kn.CAP, RANK_TILE=kn.RANK_TILE, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
                  PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
     elif path == "tiles":  # the four kernels' settings serve both of its selections
-        s = dict(path_settings("rounds"), TILE=tiles_kernels().TILE, STEP_KEYS=tiles_kernels().STEP_KEYS)
+        tk = tiles_kernels()
+        s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -266,18 +265,18 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
            WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, s["NUM_WARPS"]))
 
 
+def _tile(s: dict, width: int, k: int) -> int:
+    """The tiles path's tile: its TILE setting, or the model's (_topk_tiles.tile_for) where that is 0."""
+    return s["TILE"] or tiles_kernels().tile_for(width, k)
+
+
 def _tiles_scratch(rows: int, width: int, k: int, s: dict, device) -> tuple:
-    """The tiles path's buffers (indexer_logits._topk_tiles.scratch_bytes counts them): the tile
-    maxima and tile counts, the k selected maxima's indices and values, the picked tiles' list,
-    the buffer's windows, the buffer, the pick's counts a chunk, and tau a row."""
-    tk = tiles_kernels()
-    tile = s["TILE"] or tk.tile_for(width, k)
-    nt, picked = tk.tiles_for(width, tile), tk.picked_for(width, k, tile)
-    i32, f32 = dict(dtype=torch.int32, device=device), dict(dtype=torch.float32, device=device)
-    return (torch.empty((rows, nt), **f32), torch.empty(rows, **i32), torch.empty((rows, k), **i32),
-            torch.empty((rows, k), **f32), torch.empty((rows, picked), **i32), torch.empty(rows, **i32),
-            torch.empty((rows, picked * tile), **f32), torch.empty((rows, 2 * _pick_chunks(rows, nt, s)[1]), **i32),
-            torch.empty(rows, **f32))
+    """The tiles path's buffers, as indexer_logits._topk_tiles.scratch_shapes lists (and
+    scratch_bytes counts) them."""
+    tile = _tile(s, width, k)
+    chunks = _pick_chunks(rows, tiles_kernels().tiles_for(width, tile), s)[1]
+    return tuple(torch.empty(shape, dtype=torch.float32 if real else torch.int32, device=device)
+                 for shape, real in tiles_kernels().scratch_shapes(rows, width, k, tile, chunks))
 
 
 def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
@@ -293,7 +292,7 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     tk = tiles_kernels()
     maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau = scratch
     rows, width = logits.shape
-    T = s["TILE"] or tk.tile_for(width, k)
+    T = _tile(s, width, k)
     step = max(1, s["STEP_KEYS"] // T)
     win = _window_args(logits, indices, lo, hi, lens, next_n)
     options = {"num_warps": s["NUM_WARPS"]}

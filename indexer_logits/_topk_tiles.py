@@ -32,7 +32,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._topk_kernels import _key, _publish_range, _window
+from ._topk_kernels import _publish_range, _range_keys, _window
 
 TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
 STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
@@ -58,11 +58,19 @@ def picked_for(width: int, k: int, tile: int) -> int:
     return min(2 * k, tiles_for(width, tile))
 
 
+def scratch_shapes(rows: int, width: int, k: int, tile: int, pick_chunks: int) -> list:
+    """(shape, float32 or int32) of each buffer the path allocates a call beside the selection's own,
+    in the launch code's order: the maxima, the tile counts, the k selected maxima's indices and
+    values, the picked tiles' list, the buffer's windows, the buffer, two counts a chunk of the
+    pick, tau. Every element 4 bytes."""
+    nt, picked = tiles_for(width, tile), picked_for(width, k, tile)
+    return [((rows, nt), True), ((rows,), False), ((rows, k), False), ((rows, k), True), ((rows, picked), False),
+            ((rows,), False), ((rows, picked * tile), True), ((rows, 2 * pick_chunks), False), ((rows,), True)]
+
+
 def scratch_bytes(rows: int, width: int, k: int, tile: int, pick_chunks: int) -> int:
-    """The device memory the path allocates a call beside the selection's own: the maxima, the
-    selected maxima's values and indices, the picked tiles' list and keys, two counts and tau a
-    row, and two counts a chunk of the pick."""
-    return rows * 4 * (tiles_for(width, tile) + 2 * k + picked_for(width, k, tile) * (1 + tile) + 3 + 2 * pick_chunks)
+    """The bytes of scratch_shapes' buffers."""
+    return 4 * sum(math.prod(shape) for shape, _ in scratch_shapes(rows, width, k, tile, pick_chunks))
 
 
 @triton.jit
@@ -207,9 +215,9 @@ def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         inside = ok[:, None] & (key < n)
         x = tl.load(base + key, mask=inside, other=float("-inf"))
         tl.store(brow + s[:, None] * TILE_ + offs[None, :], x, mask=ok[:, None])
-        k_ = _key(x)
-        kmax = tl.maximum(kmax, tl.max(tl.where(inside, k_, -2147483647 - 1), 1))
-        kmin = tl.minimum(kmin, tl.min(tl.where(inside & (x > float("-inf")), k_, 2147483647), 1))
+        lo_key, hi_key = _range_keys(x, inside)
+        kmax = tl.maximum(kmax, tl.max(hi_key, 1))
+        kmin = tl.minimum(kmin, tl.min(lo_key, 1))
     if end > first:  # the workspace's row: 16 state words, then the two rounds' histograms
         _publish_range(ws_ptr + row * (16 + 2 * BINS_), tl.min(kmin, 0), tl.max(kmax, 0))
 

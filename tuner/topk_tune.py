@@ -14,7 +14,7 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
 - the four kernels' histogram cost grows with the bins (tl.histogram: ~log2(B) * B / 32 per key):
   32 or 64 bins, two rounds;
 - the tiles path (two selections, over tile maxima and over the picked tiles' keys) only on rows of
-  TILES_MIN_WIDTH (128K) keys or more, where the pruning can pay for its phases (a row of 128K: level;
+  TILES_TRIED_FROM (128K) keys or more, where the pruning can pay for its phases (a row of 128K: level;
   one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles 8-32, where the model's
   sqrt(width / k) lies.
 
@@ -51,7 +51,7 @@ MARGIN = 0.02  # a tuned setting is kept only this much faster than the built-in
 ROUNDS = 3     # alternated timings of the best and the built-in choice, the fastest of each kept
 # the tiles path is tried from rows of this many keys: half "auto"'s threshold (_topk_select.TILES_MIN_WIDTH),
 # since at 64 x 128K it timed level with rounds end to end (docs/PERF.md "Top-k: tiles")
-TILES_MIN_WIDTH = 1 << 17
+TILES_TRIED_FROM = 1 << 17
 
 
 def ref_sets(logits, lo, hi, k):
@@ -82,7 +82,7 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         return [dict(BINS=b, CAP=c, BLOCK=bl, NUM_WARPS=w)
                 for b in (64, 128) for c in (512, 1024) for bl in (4096, 8192) for w in (8, 16)]
     if path == "tiles":
-        if width < TILES_MIN_WIDTH:
+        if width < TILES_TRIED_FROM:
             return []
         return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p) for t in (0, 8, 16, 32) for b in (32, 64) for p in (8, 16)]
     raise ValueError(f"path: expected 'rounds', 'row' or 'tiles', got {path!r}")
