@@ -27,7 +27,7 @@ def _args(k: int) -> dict:
             "maxima_ptr": "*fp32", "maxima_stride": WIDTH // 16, "ntiles_ptr": "*i32", "vals_ptr": "*fp32",
             "vals_stride": k, "list_ptr": "*i32", "list_stride": 2 * k, "cand_len_ptr": "*i32", "buf_ptr": "*fp32",
             "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k, "counts_ptr": "*i32",
-            "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32"}
+            "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32"}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
@@ -40,18 +40,24 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
     w = S.NUM_WARPS
     return [
         ("rounds: range", KN.topk_range_kernel, {**common, "PDL": False}, w),
-        ("rounds: round 1", KN.topk_hist_kernel, {**common, "ROUND": 1, "PDL": True}, w),
-        ("rounds: round 2", KN.topk_hist_kernel, {**common, "ROUND": 2, "PDL": True}, w),
-        ("rounds: compaction", KN.topk_compact_kernel, {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE}, w),
+        ("rounds: round 1", KN.topk_hist_kernel, {**common, "ROUND": 1, "PDL": True, "FIT_CAP_": 0}, w),
+        ("rounds: round 2", KN.topk_hist_kernel, {**common, "ROUND": 2, "PDL": True, "FIT_CAP_": 0}, w),
+        ("rounds: compaction", KN.topk_compact_kernel,
+         {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "FIT_CAP_": 0}, w),
         ("fused: round 1 (sampled range)", F.topk_round1_kernel, {**common, "SAMPLE_": F.SAMPLE, "PDL": False}, w),
         ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}, w),
         ("row: the one kernel", R.topk_row_kernel,
          {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False}, R.NUM_WARPS),
         # the tiles path: its own four kernels (its two selections are the rounds' above)
         ("tiles: tile maxima", T.topk_tile_max_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16}, w),
-        ("tiles: pick counts", T.topk_tile_count_kernel, {"KB": min(1024, kp), "PB": T.PICK_BLOCK}, w),
+        ("tiles: round 2 over the maxima", KN.topk_hist_kernel,
+         {**common, "ROUND": 2, "PDL": True, "FIT_CAP_": T.fit_cap(k)}, w),
+        ("tiles: compaction over the maxima", KN.topk_compact_kernel,
+         {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "FIT_CAP_": T.fit_cap(k)}, w),
+        ("tiles: pick counts", T.topk_tile_count_kernel,
+         {"KB": min(1024, kp), "PB": T.PICK_BLOCK, "BINS_": KN.BINS, "FIT_CAP_": T.fit_cap(k)}, w),
         ("tiles: pick", T.topk_tile_pick_kernel,
-         {"WINDOW": 1, "TILE_": 16, "PB": T.PICK_BLOCK, "NCP": 4}, w),
+         {"WINDOW": 1, "TILE_": 16, "PB": T.PICK_BLOCK, "NCP": 4, "BINS_": KN.BINS, "FIT_CAP_": T.fit_cap(k)}, w),
         ("tiles: gather", T.topk_tile_gather_kernel,
          {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "BINS_": KN.BINS}, w),
         ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp)}, w),

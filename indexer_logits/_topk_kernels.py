@@ -33,6 +33,9 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
+from ._topk_digits import (_digits, _fit, _key, _key_range, _mapping, _publish_range, _range, _range_keys, _score,
+                           _threshold, _window)
+
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
 # The final bin's candidates ranked RANK_TILE against RANK_TILE a step (_rank_in_tiles); 0: one at a time.
@@ -52,71 +55,6 @@ WINDOW_LIMIT = 2     # lo = 0, hi = lens[row] (2-D decode lengths; chunked prefi
 
 
 @triton.jit
-def _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW: tl.constexpr):
-    if WINDOW == 0:
-        lo = tl.load(lo_ptr + row)
-        hi = tl.load(hi_ptr + row)
-    elif WINDOW == 1:
-        hi = tl.load(len_ptr + row // next_n) - next_n + row % next_n + 1
-        lo = hi * 0
-    else:
-        hi = tl.load(len_ptr + row)
-        lo = hi * 0
-    # never a key outside the logits block, whatever the lengths say
-    lo = tl.minimum(tl.maximum(lo, 0), width)
-    hi = tl.maximum(tl.minimum(hi, width), lo)
-    return lo, hi
-
-
-@triton.jit
-def _key(x):
-    """float32 -> int32 in the same order (NaN aside)."""
-    s = x.to(tl.int32, bitcast=True)
-    return tl.where(s < 0, s ^ 0x7FFFFFFF, s)
-
-
-@triton.jit
-def _score(key):
-    """The inverse of _key."""
-    return tl.where(key < 0, key ^ 0x7FFFFFFF, key).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _key_range(base, start, end, BLOCK: tl.constexpr):
-    """(smallest finite key, largest key) of the scores base[start:end] (end > start)."""
-    offs = tl.arange(0, BLOCK)
-    kmax = tl.full([BLOCK], -2147483647 - 1, tl.int32)
-    kmin = tl.full([BLOCK], 2147483647, tl.int32)
-    for b0 in range(start, end, BLOCK):
-        t = b0 + offs
-        m = t < end
-        x = tl.load(base + t, mask=m, other=float("-inf"))
-        lo_key, hi_key = _range_keys(x, m)
-        kmax = tl.maximum(kmax, hi_key)
-        kmin = tl.minimum(kmin, lo_key)
-    return tl.min(kmin, 0), tl.max(kmax, 0)
-
-
-@triton.jit
-def _range_keys(x, m):
-    """Each score's key as it counts toward a range's (smallest finite, largest) keys: the key, or
-    the identity of the min / the max where the score is masked off (or, for the min, not finite)."""
-    key = _key(x)
-    return tl.where(m & (x > float("-inf")), key, 2147483647), tl.where(m, key, -2147483647 - 1)
-
-
-@triton.jit
-def _mapping(kmin, kmax, BINS_: tl.constexpr):
-    """(m, BINS / (M - m)) for scores of keys kmin..kmax: a scale of 0 (every score in bin 0, hence
-    the exact overflow path) where the range is empty, a single value, or not finite."""
-    lo_score = _score(kmin)
-    span = _score(kmax) - lo_score
-    ok = (span > 0) & (span < float("inf"))
-    scale = tl.where(ok, BINS_ / tl.where(ok, span, 1.0), 0.0)
-    return tl.where(ok, lo_score, 0.0), scale
-
-
-@triton.jit
 def _count_d1(base, start, end, m_lo, scale, BLOCK: tl.constexpr, BINS_: tl.constexpr):
     """The BINS_-bin histogram of d1 (_digits) over the scores base[start:end]."""
     offs = tl.arange(0, BLOCK)
@@ -127,36 +65,6 @@ def _count_d1(base, start, end, m_lo, scale, BLOCK: tl.constexpr, BINS_: tl.cons
         d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
         counts += tl.histogram(d1, BINS_, mask=m)
     return counts
-
-
-@triton.jit
-def _range(st, BINS_: tl.constexpr):
-    """(m, BINS / (M - m)) of the row; a scale of 0 (every score in bin 0, hence the exact
-    overflow path) where the range is empty, a single value, or not finite."""
-    kmax = (tl.load(st + 10).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
-    kmin = ((~tl.load(st + 11)).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.int32, bitcast=True)
-    return _mapping(kmin, kmax, BINS_)
-
-
-@triton.jit
-def _digits(x, m, scale, BINS_: tl.constexpr):
-    """(d1, d2): the first two base-BINS digits of y = (x - m) * scale clamped to [0, BINS)."""
-    y = tl.minimum(tl.maximum((x - m) * scale, 0.0), BINS_ * (1.0 - 2.0 ** -24))
-    y = tl.where(y == y, y, 0.0)  # NaN scores (none in practice) count as the lowest
-    d1 = y.to(tl.int32)  # y >= 0: truncation is floor
-    f = (y - d1.to(tl.float32)) * BINS_  # exact: the fraction of y, shifted by a power of two
-    d2 = tl.minimum(f.to(tl.int32), BINS_ - 1)
-    return d1, d2
-
-
-@triton.jit
-def _threshold(counts, need, NB: tl.constexpr):
-    """(bin, scores above it): the highest bin whose suffix count reaches `need`."""
-    bins = tl.arange(0, NB)
-    suffix = tl.cumsum(counts, 0, reverse=True)
-    t = tl.max(tl.where(suffix >= need, bins, -1), 0)
-    above = tl.sum(tl.where(bins > t, counts, 0), 0)
-    return t, above
 
 
 @triton.jit
@@ -178,18 +86,6 @@ def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, w
 
 
 @triton.jit
-def _publish_range(st, kmin, kmax):
-    """Merge a program's (smallest finite key, largest key) into its row's state words 10 and 11
-    (unsigned, so that the zeroed workspace is the atomic max's identity). The range kernel's step,
-    and that of kernels that see every score of a row anyway (indexer_logits._topk_tiles)."""
-    ukmax = (kmax ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
-    not_ukmin = (~(kmin ^ (-2147483647 - 1))).to(tl.uint32, bitcast=True)
-    ust = st.to(tl.pointer_type(tl.uint32))
-    tl.atomic_max(ust + 10, ukmax, sem="relaxed")
-    tl.atomic_max(ust + 11, not_ukmin, sem="relaxed")
-
-
-@triton.jit
 def _thresholds(st, k, total, BINS_: tl.constexpr):
     """(t1, t2, scores above (t1, t2)) of the row, from its two histograms: every program that
     needs them computes them (BINS_ counts from L2) rather than one program per row storing them,
@@ -206,9 +102,10 @@ def _thresholds(st, k, total, BINS_: tl.constexpr):
 @triton.jit
 def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, chunk_len,
                      ROUND: tl.constexpr, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr,
-                     PDL: tl.constexpr):
+                     PDL: tl.constexpr, FIT_CAP_: tl.constexpr = 0):
     """Kernels 2 and 3: count d1 of every score (round 1: tl.histogram, then one atomic per bin),
-    or d2 of the scores in bin t1 (round 2: a few percent of them, one atomic each)."""
+    or d2 of the scores in bin t1 (round 2: a few percent of them, one atomic each; none where
+    FIT_CAP_ > 0 and round 1's bin fits it, _topk_digits._fit)."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
     row = tl.program_id(0)
@@ -225,8 +122,12 @@ def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wi
             counts = _count_d1(base, start, end, m_lo, scale, BLOCK, BINS_)
             tl.atomic_add(st + 16 + tl.arange(0, BINS_), counts, mask=counts != 0, sem="relaxed")
         else:
-            t1, above1 = _threshold(tl.load(st + 16 + tl.arange(0, BINS_)), k, BINS_)
-            if hi - lo > k:
+            h1 = tl.load(st + 16 + tl.arange(0, BINS_))
+            t1, above1 = _threshold(h1, k, BINS_)
+            go = hi - lo > k
+            if FIT_CAP_ > 0:  # round 1's bin already names few enough scores (_topk_digits._fit)
+                go = go & (above1 + tl.sum(tl.where(tl.arange(0, BINS_) == t1, h1, 0), 0) > FIT_CAP_)
+            if go:
                 for b0 in range(start, end, BLOCK):
                     t = b0 + offs
                     m = t < end
@@ -239,9 +140,13 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
                         ws_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
                         WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr,
                         CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr,
-                        SCAN_SLOTS: tl.constexpr, PDL: tl.constexpr, RANK_TILE_: tl.constexpr = 0):
+                        SCAN_SLOTS: tl.constexpr, PDL: tl.constexpr, RANK_TILE_: tl.constexpr = 0,
+                        FIT_CAP_: tl.constexpr = 0):
     """Kernel 4: scores above (t1, t2) to the output, scores in it to the candidates; the row's
-    last program finishes the row (module docstring) and zeroes its state."""
+    last program finishes the row (module docstring) and zeroes its state. With FIT_CAP_ > 0 (the
+    tiles path's selection over tile maxima): rows whose threshold bin fits it (_topk_digits._fit)
+    are left as they are, and no row's state is zeroed (the path's gather does, after its pick
+    has read the histograms)."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
     row = tl.program_id(0)
@@ -252,6 +157,20 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
     out_idx = idx_ptr + row.to(tl.int64) * stride_idx
     out_val = val_ptr + row.to(tl.int64) * stride_val
     cands = cand_ptr + row.to(tl.int64) * CAP_
+    go = True
+    if FIT_CAP_ > 0:
+        level, t1, t2 = _fit(st, k, hi - lo, FIT_CAP_, BINS_)
+        go = level == 0
+    if go:
+        _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, BLOCK, KP, CAP_, WRITE_VALUES,
+                 BINS_, SCAN_SLOTS, RANK_TILE_, FIT_CAP_ == 0)
+
+
+@triton.jit
+def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, BLOCK: tl.constexpr, KP: tl.constexpr,
+             CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
+             RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr):
+    """topk_compact_kernel's work for its chunk of a row."""
     m_lo, scale = _range(st, BINS_)
     t1, t2, above = _thresholds(st, k, hi - lo, BINS_)
     start = tl.maximum(chunk * chunk_len, lo)
@@ -288,9 +207,9 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
     if done == tl.num_programs(1) - 1:
         _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
                 BLOCK, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_)
-        # every program of the row is done with its state and histograms: zero them for the next use
-        tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
-        tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+        if ZERO_STATE:  # every program of the row is done with its state and histograms: zero them
+            tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
+            tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
 
 
 @triton.jit

@@ -107,11 +107,12 @@ def tiles_kernels():
 
 
 def workspace(rows: int, device) -> torch.Tensor:
-    """The zeroed per-row state and histogram; the kernels leave it zero again, so one workspace
-    serves every row block of a call (in stream order)."""
+    """The zeroed per-row state and histograms, twice over (the tiles path's two selections keep a
+    state each); the kernels leave it zero again, so one workspace serves every row block of a
+    call (in stream order)."""
     kn = kernels()
     bins = max(kn.BINS, max(_topk_table.ALLOWED["rounds"]["BINS"]))  # wide enough for any table entry's bins
-    return torch.zeros((rows, kn.STATE + 2 * bins), dtype=torch.int32, device=device)
+    return torch.zeros((2 * rows, kn.STATE + 2 * bins), dtype=torch.int32, device=device)
 
 
 def chunk_size(rows: int, width: int, block: int, programs_per_sm: int) -> int:
@@ -166,12 +167,16 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
         return path
     s = path_settings(path, settings)
     words = rows * (kernels().STATE + 2 * s["BINS"]) if path != "row" else 0  # the state and histograms read
-    if ws.numel() < words:
-        raise ValueError(f"ws: {ws.numel()} int32 words for {rows} rows of {s['BINS']} bins, expected at least "
-                         f"{words} (workspace(rows, device))")
+    parts = 2 if path == "tiles" else 1  # the tiles path's two selections keep a state each
+    if ws.numel() < parts * words or not ws.is_contiguous():
+        raise ValueError(f"ws: {ws.numel()} int32 words{'' if ws.is_contiguous() else ', not contiguous,'} for "
+                         f"{rows} rows of {s['BINS']} bins by path {path!r}, expected at least {parts * words} "
+                         f"contiguous (workspace(rows, device))")
     launch_code = _PATH_CODE[path]
     cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=logits.device)
-    scratch = _tiles_scratch(rows, width, k, s, logits.device) if path == "tiles" else ()
+    scratch = ()
+    if path == "tiles":
+        scratch = (*_tiles_scratch(rows, width, k, s, logits.device), ws.view(-1)[words:2 * words])
     inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
     key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0)
     _recorded_launches.run("topk:" + path, inputs, key,
@@ -221,9 +226,11 @@ _DEVICE_SLUGS: dict = {}
 
 
 def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=(),
-                   range_done: bool = False) -> None:
+                   range_done: bool = False, fit_cap: int = 0) -> None:
     """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction
-    (without the range kernel where the kernel before merged the rows' ranges: `range_done`)."""
+    (without the range kernel where the kernel before merged the rows' ranges: `range_done`; with
+    `fit_cap`, round 2 and the compaction skip the rows whose threshold bin holds few enough
+    scores, and the rows' state is left for the caller to zero: _topk_digits._fit)."""
     kn = kernels()
     BINS, BLOCK_ = s["BINS"], s["BLOCK"]
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
@@ -232,12 +239,12 @@ def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo,
                PDL=False, num_warps=s["NUM_WARPS"])
     for round_ in (1, 2):
         launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK_,
-               BINS_=BINS, PDL=pdl, **options)
+               BINS_=BINS, PDL=pdl, FIT_CAP_=fit_cap, **options)
     val = indices if values is None else values
     launch(kn.topk_compact_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
            chunk, WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], PDL=pdl,
-           RANK_TILE_=s["RANK_TILE"], **options)
+           RANK_TILE_=s["RANK_TILE"], FIT_CAP_=fit_cap, **options)
 
 
 def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
@@ -288,9 +295,11 @@ def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
 def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
     """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
     pick (counts, then the picks), the gather (and its keys' range), three of the four kernels over
-    the picked tiles' keys, the remap: twelve launches."""
+    the picked tiles' keys, the remap: twelve launches. The selection over the maxima keeps its
+    state in its own workspace (`ws_first`), which its pick reads after it and the gather zeroes;
+    its round 2 and compaction skip the rows where round 1's bin already names at most 2k tiles."""
     tk = tiles_kernels()
-    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau = scratch
+    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau, ws_first = scratch
     rows, width = logits.shape
     T = _tile(s, width, k)
     step = max(1, s["STEP_KEYS"] // T)
@@ -300,18 +309,21 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
     launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
            WINDOW=window, TILE_=T, STEP=step, **options)
-    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws, cands, None, None, ntiles, 1)
+    fit = tk.fit_cap(k)
+    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws_first, cands, None, None, ntiles, 1,
+                   fit_cap=fit)
     kb = min(1024, 1 << (k - 1).bit_length())
     pick, nch = _pick_chunks(rows, nt, s)
     launch(tk.topk_tile_count_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
-           counts, nch, pick, tau, KB=kb, PB=tk.PICK_BLOCK, **options)
+           counts, nch, pick, tau, ws_first, KB=kb, PB=tk.PICK_BLOCK, BINS_=s["BINS"], FIT_CAP_=fit, **options)
     launch(tk.topk_tile_pick_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, tau, k, counts, nch, pick,
-           tiles, tiles.stride(0), cand_len, *win[2:], WINDOW=window, TILE_=T, PB=tk.PICK_BLOCK,
-           NCP=1 << (nch - 1).bit_length(), **options)
+           tiles, tiles.stride(0), cand_len, *win[2:], ws_first, WINDOW=window, TILE_=T, PB=tk.PICK_BLOCK,
+           NCP=1 << (nch - 1).bit_length(), BINS_=s["BINS"], FIT_CAP_=fit, **options)
     picked = tiles.shape[1]
     per_program = chunk_size(rows, picked * T, step * T, s["PROGRAMS_PER_SM"]) // T
     launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0), cand_len,
-           buf, buf.stride(0), ws, per_program, WINDOW=window, TILE_=T, STEP=step, BINS_=s["BINS"], **options)
+           buf, buf.stride(0), ws, ws_first, per_program, WINDOW=window, TILE_=T, STEP=step, BINS_=s["BINS"],
+           **options)
     _launch_rounds(launch, s, buf, k, WINDOW_LIMIT, indices, values, ws, cands, None, None, cand_len, 1,
                    range_done=True)
     launch(tk.topk_tile_remap_kernel, (rows, -(-k // kb)), indices, indices.stride(0), tiles, tiles.stride(0), k,

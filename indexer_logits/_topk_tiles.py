@@ -8,11 +8,18 @@ With a row of n keys cut into tiles of TILE (aligned to the row's window start):
 2. the k largest maxima by the four-kernel selection (indexer_logits._topk_kernels) over the
    maxima; tau, the smallest of them, is the k-th largest tile maximum (-inf where the row has
    fewer than k tiles). At least k scores are >= tau (one a tile), so the k-th score is >= tau.
-3. pick, in key order: every tile whose maximum is > tau (fewer than k of them), and the first
-   k tiles whose maximum equals tau (a count per chunk of maxima, then each chunk's program
-   writes its picks after the earlier chunks'). At most 2k - 1 tiles, so no overflow:
-   a score > tau lies in a tile with a maximum > tau; a score equal to tau left out lies behind k
-   picked tiles that each hold one, so ties at the k-th score still go to the smallest indices.
+   That selection stops early where it can (_topk_digits._fit): where round 1's threshold bin,
+   or round 2's, holds few enough maxima that all of them at or above it number at most 2k, the
+   pick takes exactly those (a superset of the tiles reaching tau: the digits are monotone), and
+   round 2 and the compaction skip the row. Only rows whose bin holds more (ties, an outlier's
+   range) find tau itself.
+3. pick, in key order: every tile whose maximum is at or above the bin (where it fitted), or
+   every tile whose maximum is > tau (fewer than k of them) and the first k tiles whose maximum
+   equals tau (a count per chunk of maxima, then each chunk's program writes its picks after the
+   earlier chunks'). At most 2k tiles, so no overflow: a score > tau lies in a tile with a
+   maximum > tau; a score equal to tau left out lies behind k picked tiles that each hold one, so
+   ties at the k-th score still go to the smallest indices (where the bin fitted, every tile
+   holding a score >= tau is picked).
 4. gather the picked tiles' scores, in key order, into a [rows, min(2k, tiles) * TILE] buffer
    (and their range into the row's state).
 5. the four-kernel selection over the buffer, less its range kernel (its window: the picked
@@ -32,7 +39,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._topk_kernels import _publish_range, _range_keys, _window
+from ._topk_digits import _digit_take, _fit, _publish_range, _range, _range_keys, _window
 
 TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
 STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
@@ -54,8 +61,13 @@ def tiles_for(width: int, tile: int) -> int:
 
 
 def picked_for(width: int, k: int, tile: int) -> int:
-    """Tiles the pick keeps at most: 2k - 1, or every tile of the row."""
+    """Tiles the pick keeps at most: 2k (fit_cap), or every tile of the row."""
     return min(2 * k, tiles_for(width, tile))
+
+
+def fit_cap(k: int) -> int:
+    """The most tiles the pick may take without tau (_topk_digits._fit): the buffer's 2k."""
+    return 2 * k
 
 
 def scratch_shapes(rows: int, width: int, k: int, tile: int, pick_chunks: int) -> list:
@@ -102,6 +114,24 @@ def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
 
 
 @triton.jit
+def _level(ws_ptr, row, k, ntiles, BINS_: tl.constexpr, FIT_CAP_: tl.constexpr):
+    """(level, t1, t2, m, scale) of the row's selection over its maxima (_topk_digits._fit): level
+    > 0 where its threshold bin holds few enough maxima that every maximum at or above it is
+    picked (its compaction skipped the row), 0 where the pick goes by tau, the exact k-th
+    largest maximum."""
+    st = ws_ptr + row * (16 + 2 * BINS_)
+    level, t1, t2 = _fit(st, k, ntiles, FIT_CAP_, BINS_)
+    m_lo, scale = _range(st, BINS_)
+    return level, t1, t2, m_lo, scale
+
+
+@triton.jit
+def _taken(m, tau, level, t1, t2, m_lo, scale, BINS_: tl.constexpr):
+    """The maxima picked whatever the ties: above tau (level 0), or at or above the threshold bin."""
+    return tl.where(level > 0, _digit_take(m, m_lo, scale, level, t1, t2, BINS_), m > tau)
+
+
+@triton.jit
 def _tau(vals_ptr, vals_stride, row, k, KB: tl.constexpr):
     """The smallest of the row's k selected maxima: the k-th largest tile maximum (-inf pads
     where the row has fewer than k tiles)."""
@@ -116,14 +146,19 @@ def _tau(vals_ptr, vals_stride, row, k, KB: tl.constexpr):
 
 @triton.jit
 def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, counts_ptr, nchunks,
-                           chunk_tiles, tau_ptr, KB: tl.constexpr, PB: tl.constexpr):
-    """Pass 3a: per chunk of a row's maxima, how many exceed tau and how many equal it (counts
-    [rows, 2 * nchunks]: the first, then the second), so that 3b's programs pick in key order
-    without a serial scan of the row; chunk 0 keeps tau for them."""
+                           chunk_tiles, tau_ptr, ws_ptr, KB: tl.constexpr, PB: tl.constexpr, BINS_: tl.constexpr,
+                           FIT_CAP_: tl.constexpr):
+    """Pass 3a: per chunk of a row's maxima, how many are taken outright and how many equal tau
+    (counts [rows, 2 * nchunks]: the first, then the second), so that 3b's programs pick in key
+    order without a serial scan of the row; chunk 0 keeps tau for them. Taken outright: those
+    above tau, or, where the selection's threshold bin fit (_level), those at or above that bin."""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     ntiles = tl.load(ntiles_ptr + row)
-    tau = _tau(vals_ptr, vals_stride, row, k, KB)
+    level, t1, t2, m_lo, scale = _level(ws_ptr, row, k, ntiles, BINS_, FIT_CAP_)
+    tau = float("inf")
+    if level == 0:
+        tau = _tau(vals_ptr, vals_stride, row, k, KB)
     if chunk == 0:
         tl.store(tau_ptr + row, tau)
     mrow = maxima_ptr + row.to(tl.int64) * maxima_stride
@@ -135,8 +170,8 @@ def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals
     for j0 in range(first, end, PB):
         j = j0 + pb
         m = tl.load(mrow + j, mask=j < end, other=float("-inf"))
-        gt += tl.sum(((j < end) & (m > tau)).to(tl.int32), 0)
-        eq += tl.sum(((j < end) & (m == tau)).to(tl.int32), 0)
+        gt += tl.sum(((j < end) & _taken(m, tau, level, t1, t2, m_lo, scale, BINS_)).to(tl.int32), 0)
+        eq += tl.sum(((level == 0) & (j < end) & (m == tau)).to(tl.int32), 0)
     crow = counts_ptr + row.to(tl.int64) * 2 * nchunks
     tl.store(crow + chunk, gt)
     tl.store(crow + nchunks + chunk, eq)
@@ -145,7 +180,8 @@ def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals
 @triton.jit
 def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks,
                           chunk_tiles, list_ptr, list_stride, cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width,
-                          WINDOW: tl.constexpr, TILE_: tl.constexpr, PB: tl.constexpr, NCP: tl.constexpr):
+                          ws_ptr, WINDOW: tl.constexpr, TILE_: tl.constexpr, PB: tl.constexpr, NCP: tl.constexpr,
+                          BINS_: tl.constexpr, FIT_CAP_: tl.constexpr):
     """Pass 3b: each program picks its chunk's tiles (module docstring) into the list at the
     slots the chunks before it took (from 3a's counts); the program holding the row's last tile
     (chunk 0 for an empty row) writes the buffer's window: picked tiles x TILE_, less the part of
@@ -154,6 +190,7 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, cou
     chunk = tl.program_id(1)
     ntiles = tl.load(ntiles_ptr + row)
     tau = tl.load(tau_ptr + row)
+    level, t1, t2, m_lo, scale = _level(ws_ptr, row, k, ntiles, BINS_, FIT_CAP_)
     crow = counts_ptr + row.to(tl.int64) * 2 * nchunks
     c = tl.arange(0, NCP)
     gts = tl.load(crow + c, mask=c < nchunks, other=0)
@@ -172,8 +209,8 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, cou
         j = j0 + pb
         ok = j < end
         m = tl.load(mrow + j, mask=ok, other=float("-inf"))
-        eq = (ok & (m == tau)).to(tl.int32)
-        take = (ok & (m > tau)) | ((eq > 0) & (ties + tl.cumsum(eq, 0) - eq < k))
+        eq = ((level == 0) & ok & (m == tau)).to(tl.int32)
+        take = (ok & _taken(m, tau, level, t1, t2, m_lo, scale, BINS_)) | ((eq > 0) & (ties + tl.cumsum(eq, 0) - eq < k))
         t32 = take.to(tl.int32)
         tl.store(lrow + taken + tl.cumsum(t32, 0) - t32, j, mask=take)
         taken += tl.sum(t32, 0)
@@ -187,14 +224,18 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, cou
 
 @triton.jit
 def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, list_ptr, list_stride,
-                            cand_len_ptr, buf_ptr, buf_stride, ws_ptr, slots_per_program, WINDOW: tl.constexpr,
-                            TILE_: tl.constexpr, STEP: tl.constexpr, BINS_: tl.constexpr):
+                            cand_len_ptr, buf_ptr, buf_stride, ws_ptr, ws_first_ptr, slots_per_program,
+                            WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr, BINS_: tl.constexpr):
     """Pass 4: the picked tiles' scores into the buffer, tile after tile in pick order, and their
     key range into the row's state (the range kernel's work for the second selection; the first
     left the state zero). A program covers slots_per_program picked tiles; programs past the
     row's count return at once."""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
+    if chunk == 0:  # the selection over the maxima is done with its state (the pick read it last): zero it
+        st1 = ws_first_ptr + row * (16 + 2 * BINS_)
+        tl.store(st1 + tl.arange(0, 16), tl.zeros([16], tl.int32))
+        tl.store(st1 + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
     n = hi - lo
     count = (tl.load(cand_len_ptr + row) + TILE_ - 1) // TILE_

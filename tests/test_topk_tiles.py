@@ -45,7 +45,7 @@ def _full(rows, width):
 @pytest.mark.parametrize("tile", [8, 16])
 def test_the_bound_prunes_and_stays_exact(tile, scratch, monkeypatch):
     """Random rows 40x longer than k: the picked tiles' keys are a fraction of the row, at most
-    (2k - 1) tiles, and the answer is torch's."""
+    2k tiles, and the answer is torch's."""
     monkeypatch.setattr(TT, "TILE", tile)
     monkeypatch.setattr(TT, "PICK_BLOCK", 128)  # the pick in several chunks a row
     rows, width, k = 3, 10240, 256
@@ -58,7 +58,7 @@ def test_the_bound_prunes_and_stays_exact(tile, scratch, monkeypatch):
     n = (hi - lo).tolist()
     assert scratch[-1][7].shape[1] >= 2 * 3, "the pick must run in more than two chunks a row here"
     for r in range(rows):
-        assert k <= int(cand_len[r]) <= (2 * k - 1) * tile, f"row {r}: {int(cand_len[r])} keys picked"
+        assert k <= int(cand_len[r]) <= 2 * k * tile, f"row {r}: {int(cand_len[r])} keys picked"
         assert int(cand_len[r]) < n[r] // 2, f"row {r}: the bound pruned nothing ({int(cand_len[r])} of {n[r]})"
 
 
@@ -93,7 +93,58 @@ def test_tile_maxima_tied_at_the_bound(levels, scratch, monkeypatch):
     chunks, blocks = scratch[-1][7].shape[1] // 2, -(-TT.tiles_for(width, tile) // 16)
     assert 6 <= chunks < blocks, "several chunks a row, some of several steps"
     for r in range(rows):
-        assert int(scratch[-1][5][r]) <= (2 * k - 1) * tile
+        assert int(scratch[-1][5][r]) <= 2 * k * tile
+
+
+def _levels(maxima, ntiles, k: int, cap: int, bins: int) -> list:
+    """_topk_digits._fit's level of each row, from its tile maxima, in the kernels' float32 steps."""
+    levels = []
+    for r in range(maxima.shape[0]):
+        m = maxima[r, :int(ntiles[r])].float()
+        if m.numel() <= k:
+            levels.append(1)
+            continue
+        finite = m[m > float("-inf")]
+        span = m.max() - finite.min()
+        ok = bool(span > 0) and bool(span < float("inf"))
+        scale = torch.tensor(float(bins)) / span if ok else torch.tensor(0.0)
+        y = ((m - (finite.min() if ok else 0.0)) * scale).clamp(0.0, bins * (1.0 - 2.0 ** -24))
+        d1 = y.to(torch.int32)
+        d2 = ((y - d1.float()) * bins).to(torch.int32).clamp(max=bins - 1)
+        h1 = torch.bincount(d1, minlength=bins)
+        t1 = max(b for b in range(bins) if int(h1[b:].sum()) >= k)
+        above1 = int(h1[t1 + 1:].sum())
+        if above1 + int(h1[t1]) <= cap:
+            levels.append(1)
+            continue
+        h2 = torch.bincount(d2[d1 == t1], minlength=bins)
+        t2 = max(b for b in range(bins) if int(h2[b:].sum()) >= k - above1)
+        levels.append(2 if above1 + int(h2[t2:].sum()) <= cap else 0)
+    return levels
+
+
+@needs_interpreter
+@pytest.mark.parametrize("cap, level", [(None, 1), (4, 2), (-1, 0)])
+def test_the_pick_stops_at_the_bin_that_fits(cap, level, scratch, monkeypatch):
+    """The selection over the maxima stops where its threshold bin fits the pick: after round 1
+    (the buffer's 2k tiles hold every maximum at or above its bin), after round 2 (a cap that
+    round 1's bin overfills, k + 4 here), or not at all (a cap under k: tau, the k-th largest
+    maximum, found exactly). Each is the level the kernels' own arithmetic gives (_levels), the
+    rows that stopped early keep no tau, and every answer is torch's."""
+    if cap is not None:
+        monkeypatch.setattr(TT, "fit_cap", lambda k: k + cap)
+    rows, width, k = 3, 10240, 256
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(5))
+    lo, hi = _full(rows, width)
+    hi[2] = width - 100
+    idx, val = _select(x, k, lo, hi, path="tiles")
+    assert_same_topk(idx, val, x, k, lo, hi)
+    maxima, ntiles, tau = scratch[-1][0], scratch[-1][1], scratch[-1][8]
+    got = _levels(maxima, ntiles, k, TT.fit_cap(k), S.path_settings("tiles")["BINS"])
+    assert got == [level] * rows, f"levels {got}, expected {level} in every row"
+    for r in range(rows):
+        kth = torch.sort(maxima[r, :int(ntiles[r])], descending=True).values[k - 1]
+        assert float(tau[r]) == (float("inf") if level else float(kth)), f"row {r}"
 
 
 @needs_interpreter
