@@ -49,18 +49,19 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("row: the one kernel", R.topk_row_kernel,
          {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False}, R.NUM_WARPS),
         # the tiles path: its own four kernels (its two selections are the rounds' above)
-        ("tiles: tile maxima", T.topk_tile_max_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16}, w),
+        ("tiles: tile maxima", T.topk_tile_max_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "PDL": True}, w),
         ("tiles: round 2 over the maxima", KN.topk_hist_kernel,
          {**common, "ROUND": 2, "PDL": True, "FIT_CAP_": T.fit_cap(k)}, w),
         ("tiles: compaction over the maxima", KN.topk_compact_kernel,
          {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "FIT_CAP_": T.fit_cap(k)}, w),
         ("tiles: pick counts", T.topk_tile_count_kernel,
-         {"KB": min(1024, kp), "PB": T.PICK_BLOCK, "BINS_": KN.BINS, "FIT_CAP_": T.fit_cap(k)}, w),
+         {"KB": min(1024, kp), "PB": T.PICK_BLOCK, "BINS_": KN.BINS, "FIT_CAP_": T.fit_cap(k), "PDL": True}, w),
         ("tiles: pick", T.topk_tile_pick_kernel,
-         {"WINDOW": 1, "TILE_": 16, "PB": T.PICK_BLOCK, "NCP": 4, "BINS_": KN.BINS, "FIT_CAP_": T.fit_cap(k)}, w),
+         {"WINDOW": 1, "TILE_": 16, "PB": T.PICK_BLOCK, "NCP": 4, "BINS_": KN.BINS, "FIT_CAP_": T.fit_cap(k),
+          "PDL": True}, w),
         ("tiles: gather", T.topk_tile_gather_kernel,
-         {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "BINS_": KN.BINS}, w),
-        ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp)}, w),
+         {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "BINS_": KN.BINS, "PDL": True}, w),
+        ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp), "PDL": True}, w),
     ]
 
 

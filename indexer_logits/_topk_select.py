@@ -197,7 +197,7 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
                  PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
     elif path == "tiles":  # the four kernels' settings serve both of its selections
         tk = tiles_kernels()
-        s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS)
+        s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -304,12 +304,13 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     T = _tile(s, width, k)
     step = max(1, s["STEP_KEYS"] // T)
     win = _window_args(logits, indices, lo, hi, lens, next_n)
-    options = {"num_warps": s["NUM_WARPS"]}
+    pdl = _pdl(logits.device, s["PDL"])  # its own kernels as programmatic dependent launches too
+    options = dict(_launch_options(pdl, s["NUM_WARPS"]), PDL=pdl)
     nt = maxima.shape[1]
     chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
     launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
            WINDOW=window, TILE_=T, STEP=step, **options)
-    fit = tk.fit_cap(k)
+    fit = tk.fit_cap(k) if s["FIT"] else 0
     _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws_first, cands, None, None, ntiles, 1,
                    fit_cap=fit)
     kb = min(1024, 1 << (k - 1).bit_length())

@@ -38,12 +38,17 @@ import math
 
 import triton
 import triton.language as tl
+from triton.language.extra import cuda as tl_cuda
 
 from ._topk_digits import _digit_take, _fit, _publish_range, _range, _range_keys, _window
 
 TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
 STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
 PICK_BLOCK = 1024  # maxima a pick program scans per step
+# Whether the selection over the maxima stops at the bin that fits the pick (_topk_digits._fit)
+# instead of finding tau, the exact k-th largest maximum, in every row: a tuner axis (H200,
+# docs/PERF.md "Top-k: tiles"). Either is exact.
+FIT = True
 
 
 def tile_for(width: int, k: int) -> int:
@@ -87,12 +92,15 @@ def scratch_bytes(rows: int, width: int, k: int, tile: int, pick_chunks: int) ->
 
 @triton.jit
 def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, maxima_ptr, maxima_stride,
-                         ntiles_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr):
+                         ntiles_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr,
+                         PDL: tl.constexpr = False):
     """Pass 1: each tile's largest score (-inf for a tile of -inf scores), and (chunk 0) the row's
     tile count. A program covers chunk_len keys of the window (a multiple of TILE_), STEP tiles a
     step. (Merging the maxima's range into the rows' state here, as the gather does for its keys,
     slowed this kernel by more than the range kernel it saved: 10.7 -> 17.9 us at 64 x 128K,
     call 8.)"""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -119,9 +127,13 @@ def _level(ws_ptr, row, k, ntiles, BINS_: tl.constexpr, FIT_CAP_: tl.constexpr):
     > 0 where its threshold bin holds few enough maxima that every maximum at or above it is
     picked (its compaction skipped the row), 0 where the pick goes by tau, the exact k-th
     largest maximum."""
-    st = ws_ptr + row * (16 + 2 * BINS_)
-    level, t1, t2 = _fit(st, k, ntiles, FIT_CAP_, BINS_)
-    m_lo, scale = _range(st, BINS_)
+    if FIT_CAP_ > 0:
+        st = ws_ptr + row * (16 + 2 * BINS_)
+        level, t1, t2 = _fit(st, k, ntiles, FIT_CAP_, BINS_)
+        m_lo, scale = _range(st, BINS_)
+    else:  # the selection found tau in every row (FIT off)
+        level, t1, t2 = ntiles * 0, ntiles * 0, ntiles * 0
+        m_lo, scale = 0.0, 0.0
     return level, t1, t2, m_lo, scale
 
 
@@ -147,11 +159,13 @@ def _tau(vals_ptr, vals_stride, row, k, KB: tl.constexpr):
 @triton.jit
 def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals_stride, k, counts_ptr, nchunks,
                            chunk_tiles, tau_ptr, ws_ptr, KB: tl.constexpr, PB: tl.constexpr, BINS_: tl.constexpr,
-                           FIT_CAP_: tl.constexpr):
+                           FIT_CAP_: tl.constexpr, PDL: tl.constexpr = False):
     """Pass 3a: per chunk of a row's maxima, how many are taken outright and how many equal tau
     (counts [rows, 2 * nchunks]: the first, then the second), so that 3b's programs pick in key
     order without a serial scan of the row; chunk 0 keeps tau for them. Taken outright: those
     above tau, or, where the selection's threshold bin fit (_level), those at or above that bin."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     ntiles = tl.load(ntiles_ptr + row)
@@ -181,11 +195,13 @@ def topk_tile_count_kernel(maxima_ptr, maxima_stride, ntiles_ptr, vals_ptr, vals
 def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks,
                           chunk_tiles, list_ptr, list_stride, cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width,
                           ws_ptr, WINDOW: tl.constexpr, TILE_: tl.constexpr, PB: tl.constexpr, NCP: tl.constexpr,
-                          BINS_: tl.constexpr, FIT_CAP_: tl.constexpr):
+                          BINS_: tl.constexpr, FIT_CAP_: tl.constexpr, PDL: tl.constexpr = False):
     """Pass 3b: each program picks its chunk's tiles (module docstring) into the list at the
     slots the chunks before it took (from 3a's counts); the program holding the row's last tile
     (chunk 0 for an empty row) writes the buffer's window: picked tiles x TILE_, less the part of
     the last tile past the window's end."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     ntiles = tl.load(ntiles_ptr + row)
@@ -225,11 +241,14 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, cou
 @triton.jit
 def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, list_ptr, list_stride,
                             cand_len_ptr, buf_ptr, buf_stride, ws_ptr, ws_first_ptr, slots_per_program,
-                            WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr, BINS_: tl.constexpr):
+                            WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr, BINS_: tl.constexpr,
+                            PDL: tl.constexpr = False):
     """Pass 4: the picked tiles' scores into the buffer, tile after tile in pick order, and their
     key range into the row's state (the range kernel's work for the second selection; the first
     left the state zero). A program covers slots_per_program picked tiles; programs past the
     row's count return at once."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     if chunk == 0:  # the selection over the maxima is done with its state (the pick read it last): zero it
@@ -264,8 +283,11 @@ def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
 
 
 @triton.jit
-def topk_tile_remap_kernel(idx_ptr, idx_stride, list_ptr, list_stride, k, TILE_: tl.constexpr, KB: tl.constexpr):
+def topk_tile_remap_kernel(idx_ptr, idx_stride, list_ptr, list_stride, k, TILE_: tl.constexpr, KB: tl.constexpr,
+                           PDL: tl.constexpr = False):
     """Pass 6: buffer positions to the window's key indices, in place (-1 stays -1)."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
     row = tl.program_id(0)
     i = tl.program_id(1) * KB + tl.arange(0, KB)
     irow = idx_ptr + row.to(tl.int64) * idx_stride

@@ -124,15 +124,17 @@ def _levels(maxima, ntiles, k: int, cap: int, bins: int) -> list:
 
 
 @needs_interpreter
-@pytest.mark.parametrize("cap, level", [(None, 1), (4, 2), (-1, 0)])
-def test_the_pick_stops_at_the_bin_that_fits(cap, level, scratch, monkeypatch):
+@pytest.mark.parametrize("cap, fit, level", [(None, True, 1), (4, True, 2), (-1, True, 0), (None, False, 0)])
+def test_the_pick_stops_at_the_bin_that_fits(cap, fit, level, scratch, monkeypatch):
     """The selection over the maxima stops where its threshold bin fits the pick: after round 1
     (the buffer's 2k tiles hold every maximum at or above its bin), after round 2 (a cap that
-    round 1's bin overfills, k + 4 here), or not at all (a cap under k: tau, the k-th largest
-    maximum, found exactly). Each is the level the kernels' own arithmetic gives (_levels), the
-    rows that stopped early keep no tau, and every answer is torch's."""
+    round 1's bin overfills, k + 4 here), or not at all (a cap under k, or FIT off: tau, the k-th
+    largest maximum, found exactly). Each is the level the kernels' own arithmetic gives
+    (_levels), the rows that stopped early keep no tau, the workspace is left zero (_select), and
+    every answer is torch's."""
     if cap is not None:
         monkeypatch.setattr(TT, "fit_cap", lambda k: k + cap)
+    monkeypatch.setattr(TT, "FIT", fit)
     rows, width, k = 3, 10240, 256
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(5))
     lo, hi = _full(rows, width)
@@ -140,8 +142,9 @@ def test_the_pick_stops_at_the_bin_that_fits(cap, level, scratch, monkeypatch):
     idx, val = _select(x, k, lo, hi, path="tiles")
     assert_same_topk(idx, val, x, k, lo, hi)
     maxima, ntiles, tau = scratch[-1][0], scratch[-1][1], scratch[-1][8]
-    got = _levels(maxima, ntiles, k, TT.fit_cap(k), S.path_settings("tiles")["BINS"])
-    assert got == [level] * rows, f"levels {got}, expected {level} in every row"
+    if fit:
+        got = _levels(maxima, ntiles, k, TT.fit_cap(k), S.path_settings("tiles")["BINS"])
+        assert got == [level] * rows, f"levels {got}, expected {level} in every row"
     for r in range(rows):
         kth = torch.sort(maxima[r, :int(ntiles[r])], descending=True).values[k - 1]
         assert float(tau[r]) == (float("inf") if level else float(kth)), f"row {r}"

@@ -1,0 +1,29 @@
+# Device call 2: call 1's A/B patched a module function between calls, and the recorded launches
+# (keyed by the settings) replayed the first variant for both: its "fit against tau" compared fit
+# with itself (71.1 / 70.9 us). Its other figures stand: every row of the bench's 64 x 128K and
+# 102 x 1M logits stopped at level 1 (2,444 and 2,313 tiles a row picked where tau picks ~2,049),
+# the selection's kernels 71.1 us at 64 x 128K (call 8's profile, before: ~74 with its range
+# kernel), and end to end 64 x 128K 1.28, 2048 x 1M 1.16 (call 9: 1.28 and 1.17).
+# Now FIT is a setting (a tuner axis), and the tiles path's own five kernels launch with PDL.
+# Predicted: FIT alone -2 to -3 us of kernels at 64 x 128K (the first compaction and round 2
+# skipped) less ~1-2 us for the larger second selection: level end to end within 1%; PDL -3 to -5
+# us end to end (six launch boundaries, ~0.5-1 us each, as the logits kernel's PDL saved ~1 us);
+# fit+pdl 64 x 128K ~350-352 us, 1.26-1.27 of the logits; 102 x 1M block a few us less. Then the
+# 64x131072 bucket re-tuned with FIT in the space, and bench.topk end to end with that table.
+set -x
+python3 docs/perf_logs/topk_fit_h200/fit_ab.py --out $OUT/fit_ab.json > $OUT/fit_ab.log 2>&1
+tail -5 $OUT/fit_ab.log
+timeout 150 python3 -m pytest -q -m gpu tests/test_topk_gpu.py -k "tiles or memory or tuned" > $OUT/gpu_tests.log 2>&1
+tail -2 $OUT/gpu_tests.log
+python3 - <<'PY'
+import json
+p = "indexer_logits/tables/nvidia_h200/topk.json"
+t = json.load(open(p))
+t["entries"] = [e for e in t["entries"] if (e["rows"], e["width"]) != (64, 131072)]
+json.dump(t, open(p, "w"), indent=1)
+PY
+timeout 120 python3 cli.py tune-topk --buckets 64x131072 --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
+tail -5 $OUT/tune_topk.log
+cp indexer_logits/tables/nvidia_h200/topk.json $OUT/topk_table.json
+timeout 240 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/bench_topk.log 2>&1
+tail -9 $OUT/bench_topk.log
