@@ -122,13 +122,14 @@ def _publish_range(st, kmin, kmax):
 
 @triton.jit
 def _fit(st, k, total, FIT_CAP_: tl.constexpr, BINS_: tl.constexpr):
-    """(level, t1, t2) of a selection whose threshold bin need not be resolved to one score: the
+    """(level, t1, t2, above) of a selection whose threshold bin need not be resolved to one score: the
     tiles path's first selection, over tile maxima, only has to name a set of at most FIT_CAP_
     maxima that holds every maximum at or above the k-th largest (_topk_tiles' pick). Level 1:
     the maxima in bins >= t1 (round 1) are few enough; level 2: those at or above (t1, t2) are;
     0: neither (the compaction then finds the k-th largest exactly). A window of at most k is
     level 1 with t1 = -1 (all of it). Every kernel that asks computes the same answer from the
-    row's histograms (round 2's is zero where round 1 fitted: that round skipped its counts)."""
+    row's histograms (round 2's is zero where round 1 fitted: that round skipped its counts).
+    `above`: the scores above (t1, t2), as _topk_kernels._thresholds gives them (level 0's)."""
     bins = tl.arange(0, BINS_)
     h1 = tl.load(st + 16 + bins)
     t1, above1 = _threshold(h1, k, BINS_)
@@ -141,7 +142,7 @@ def _fit(st, k, total, FIT_CAP_: tl.constexpr, BINS_: tl.constexpr):
     t2, above2 = _threshold(h2, k - above1, BINS_)
     in2 = tl.sum(tl.where(bins == t2, h2, 0), 0)
     level = tl.where(above1 + in1 <= FIT_CAP_, 1, tl.where(above1 + above2 + in2 <= FIT_CAP_, 2, 0))
-    return level, t1, t2
+    return level, t1, t2, above1 + above2
 
 
 @triton.jit

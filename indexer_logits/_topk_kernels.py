@@ -157,22 +157,25 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
     out_idx = idx_ptr + row.to(tl.int64) * stride_idx
     out_val = val_ptr + row.to(tl.int64) * stride_val
     cands = cand_ptr + row.to(tl.int64) * CAP_
-    go = True
     if FIT_CAP_ > 0:
-        level, t1, t2 = _fit(st, k, hi - lo, FIT_CAP_, BINS_)
-        go = level == 0
-    if go:
-        _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, BLOCK, KP, CAP_, WRITE_VALUES,
-                 BINS_, SCAN_SLOTS, RANK_TILE_, FIT_CAP_ == 0)
+        level, t1, t2, above = _fit(st, k, hi - lo, FIT_CAP_, BINS_)
+        if level == 0:
+            m_lo, scale = _range(st, BINS_)
+            _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
+                     BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, False)
+    else:  # (the range read first, then the thresholds: the PTX every table was timed with)
+        m_lo, scale = _range(st, BINS_)
+        t1, t2, above = _thresholds(st, k, hi - lo, BINS_)
+        _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
+                 BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True)
 
 
 @triton.jit
-def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, BLOCK: tl.constexpr, KP: tl.constexpr,
-             CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
-             RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr):
-    """topk_compact_kernel's work for its chunk of a row."""
-    m_lo, scale = _range(st, BINS_)
-    t1, t2, above = _thresholds(st, k, hi - lo, BINS_)
+def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
+             BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
+             BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr):
+    """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
+    thresholds (t1, t2) and the count of scores above them are given."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     offs = tl.arange(0, BLOCK)

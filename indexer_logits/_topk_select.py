@@ -197,7 +197,7 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
                  PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
     elif path == "tiles":  # the four kernels' settings serve both of its selections
         tk = tiles_kernels()
-        s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT)
+        s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT, OWN_PDL=tk.OWN_PDL)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -304,7 +304,7 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     T = _tile(s, width, k)
     step = max(1, s["STEP_KEYS"] // T)
     win = _window_args(logits, indices, lo, hi, lens, next_n)
-    pdl = _pdl(logits.device, s["PDL"])  # its own kernels as programmatic dependent launches too
+    pdl = _pdl(logits.device, s["OWN_PDL"])  # its own kernels as programmatic dependent launches, where set
     options = dict(_launch_options(pdl, s["NUM_WARPS"]), PDL=pdl)
     nt = maxima.shape[1]
     chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])

@@ -36,10 +36,11 @@ ALLOWED = {
     "row": {"BINS": (64, 128, 256, None), "CAP": (256, 512, 1024, 2048), "BLOCK": (1024, 2048, 4096, 8192),
             "NUM_WARPS": (4, 8, 16, 32), "PDL": (False, True)},
 }
-# the tiles path: the four kernels' settings (both of its selections), its tile (0: the model's) and
-# whether its first selection stops at the bin that fits the pick
+# the tiles path: the four kernels' settings (both of its selections), its tile (0: the model's),
+# whether its first selection stops at the bin that fits the pick, and whether its own kernels
+# launch with PDL
 ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
-                    "FIT": (False, True)}
+                    "FIT": (False, True), "OWN_PDL": (False, True)}
 
 _CACHE: dict[str, Optional[dict]] = {}
 _ENTRIES: dict[tuple, Optional[dict]] = {}  # serving_entry's answers, per GPU and shape

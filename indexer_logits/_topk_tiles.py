@@ -49,6 +49,10 @@ PICK_BLOCK = 1024  # maxima a pick program scans per step
 # instead of finding tau, the exact k-th largest maximum, in every row: a tuner axis (H200,
 # docs/PERF.md "Top-k: tiles"). Either is exact.
 FIT = True
+# Whether the path's own five kernels launch as programmatic dependent launches (each waits for the
+# kernel before it), as the four kernels' last three do: a tuner axis, not yet timed on a GPU
+# (predicted ~0.5-1 us a launch boundary, docs/PERF.md "Top-k: tiles"), so off by default.
+OWN_PDL = False
 
 
 def tile_for(width: int, k: int) -> int:
@@ -129,7 +133,7 @@ def _level(ws_ptr, row, k, ntiles, BINS_: tl.constexpr, FIT_CAP_: tl.constexpr):
     largest maximum."""
     if FIT_CAP_ > 0:
         st = ws_ptr + row * (16 + 2 * BINS_)
-        level, t1, t2 = _fit(st, k, ntiles, FIT_CAP_, BINS_)
+        level, t1, t2, above = _fit(st, k, ntiles, FIT_CAP_, BINS_)
         m_lo, scale = _range(st, BINS_)
     else:  # the selection found tau in every row (FIT off)
         level, t1, t2 = ntiles * 0, ntiles * 0, ntiles * 0

@@ -145,6 +145,45 @@ def test_selection_compiled_kinds(kind, path):
     assert int(ws.abs().sum()) == 0
 
 
+@pytest.mark.parametrize("fit, own_pdl", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("kind", ["randn", "small_ints", "outlier"])
+def test_tiles_settings_exact_eager_and_in_a_graph(kind, fit, own_pdl):
+    """The tiles path with its first selection stopping at the bin that fits (FIT) or finding tau,
+    its own kernels launched with PDL or not (OWN_PDL), on rows that stop at a bin (randn) or do
+    not (ties: small_ints; an outlier's range): exact eagerly and in a CUDA graph replayed over
+    other scores, the workspace left zero each time. 16 rows of 64K keys, k 2048."""
+    rows, width, k = 16, 65536, 2048
+    g = torch.Generator(device="cuda").manual_seed(11)
+
+    def scores():
+        x = torch.randn(rows, width, device="cuda", generator=g)
+        if kind == "small_ints":
+            x = torch.randint(0, 50, (rows, width), device="cuda", generator=g).float()
+        elif kind == "outlier":
+            x[:, 4321] = 1e30
+        return x
+    x = scores()
+    lo = torch.zeros(rows, dtype=torch.int32, device="cuda")
+    hi = torch.randint(k, width + 1, (rows,), dtype=torch.int32, device="cuda", generator=g)
+    idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    ws = S.workspace(rows, "cuda")
+    settings = {"FIT": fit, "OWN_PDL": own_pdl}
+
+    def select():
+        return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="tiles", settings=settings)
+    assert select() == "tiles"
+    assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        select()
+    for _ in range(2):
+        x.copy_(scores())
+        idx.fill_(-7)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
+
+
 def test_a_second_call_is_served_by_its_recorded_launches(path):
     """A shape's second top-k call launches the first one's CompiledKernels again (every launch of
     the path, Triton 3.6.0's C launcher directly) and selects what the first call's launch code
