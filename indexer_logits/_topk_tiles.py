@@ -46,12 +46,14 @@ TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
 STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
 PICK_BLOCK = 1024  # maxima a pick program scans per step
 # Whether the selection over the maxima stops at the bin that fits the pick (_topk_digits._fit)
-# instead of finding tau, the exact k-th largest maximum, in every row: a tuner axis (H200,
-# docs/PERF.md "Top-k: tiles"). Either is exact.
+# instead of finding tau, the exact k-th largest maximum, in every row: a tuner axis. Either is
+# exact; on the H200 it skipped ~6 us of compaction at 64 x 128K and gave about as much back to
+# a second selection over ~20% more keys: level end to end (docs/PERF.md, "Top-k: the first
+# selection stops at the bin that fits").
 FIT = True
 # Whether the path's own five kernels launch as programmatic dependent launches (each waits for the
 # kernel before it), as the four kernels' last three do: a tuner axis, not yet timed on a GPU
-# (predicted ~0.5-1 us a launch boundary, docs/PERF.md "Top-k: tiles"), so off by default.
+# (predicted ~0.5-1 us a launch boundary, same section), so off by default.
 OWN_PDL = False
 
 
