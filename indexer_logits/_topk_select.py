@@ -178,7 +178,10 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     if path == "tiles":
         scratch = (*_tiles_scratch(rows, width, k, s, logits.device), ws.view(-1)[words:2 * words])
     inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
-    key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0)
+    # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the
+    # tiles path's pick step and cap (module values an experiment may change between calls)
+    extra = (tiles_kernels().PICK_BLOCK, tiles_kernels().fit_cap(k)) if path == "tiles" else ()
+    key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra)
     _recorded_launches.run("topk:" + path, inputs, key,
                            lambda launch: launch_code(launch, s, logits, k, window, indices, values, ws, cands,
                                                       lo, hi, lens, next_n, scratch), out_index=1)

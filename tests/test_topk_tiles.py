@@ -151,6 +151,33 @@ def test_the_pick_stops_at_the_bin_that_fits(cap, fit, level, scratch, monkeypat
 
 
 @needs_interpreter
+def test_the_recorded_launches_key_holds_what_the_launch_code_reads(monkeypatch):
+    """A call's launches are replayed by key on a GPU (indexer_logits._recorded_launches), so the key
+    must change with everything the tiles launch code reads: its settings (FIT, OWN_PDL among them)
+    and the module's pick step and cap. (An A/B that patched one of those between calls and kept
+    the key replayed one variant for both: docs/perf_logs/topk_fit_h200/README.md.)"""
+    keys = []
+    real = S._recorded_launches.run
+
+    def keep(tag, inputs, key, launches, out_index):
+        keys.append(key)
+        return real(tag, inputs, key, launches, out_index)
+    monkeypatch.setattr(S._recorded_launches, "run", keep)
+    x = torch.randn(2, 4096, generator=torch.Generator().manual_seed(6))
+    lo, hi = _full(2, 4096)
+    _select(x, 64, lo, hi, path="tiles")
+    monkeypatch.setattr(TT, "PICK_BLOCK", 128)
+    _select(x, 64, lo, hi, path="tiles")
+    monkeypatch.setattr(TT, "fit_cap", lambda k: k + 4)
+    _select(x, 64, lo, hi, path="tiles")
+    monkeypatch.setattr(TT, "FIT", False)
+    _select(x, 64, lo, hi, path="tiles")
+    monkeypatch.setattr(TT, "OWN_PDL", True)
+    _select(x, 64, lo, hi, path="tiles")
+    assert len(set(keys)) == len(keys) == 5, keys
+
+
+@needs_interpreter
 def test_rows_shorter_than_k_tiles():
     """Windows of fewer than k tiles (the bound is -inf: every tile picked), of fewer than k keys
     (-1 pads), and empty."""
