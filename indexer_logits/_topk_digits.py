@@ -121,6 +121,32 @@ def _publish_range(st, kmin, kmax):
 
 
 @triton.jit
+def _in_bin(counts, t, NB: tl.constexpr):
+    """The count of bin t (0 where t is -1)."""
+    return tl.sum(tl.where(tl.arange(0, NB) == t, counts, 0), 0)
+
+
+@triton.jit
+def _rounds(st, k, total, BINS_: tl.constexpr):
+    """(t1, above1, in1, t2, above2, in2) of a row from its two histograms: round 1's threshold bin
+    t1 (the bin holding the k-th largest score; -1 where the window holds at most k scores, all of
+    them the answer), the scores above it and in it, then round 2's over bin t1's scores, for the
+    k - above1 still needed. Every program that needs them computes them (BINS_ counts from L2)
+    rather than one program per row storing them, which would put a serial step after each round."""
+    bins = tl.arange(0, BINS_)
+    h1 = tl.load(st + 16 + bins)
+    t1, above1 = _threshold(h1, k, BINS_)
+    in1 = _in_bin(h1, t1, BINS_)
+    if total <= k:  # the whole window is the answer
+        t1 = -1
+        above1 = total
+        in1 = 0
+    h2 = tl.load(st + 16 + BINS_ + bins)
+    t2, above2 = _threshold(h2, k - above1, BINS_)
+    return t1, above1, in1, t2, above2, _in_bin(h2, t2, BINS_)
+
+
+@triton.jit
 def _fit(st, k, total, FIT_CAP_: tl.constexpr, BINS_: tl.constexpr):
     """(level, t1, t2, above) of a selection whose threshold bin need not be resolved to one score: the
     tiles path's first selection, over tile maxima, only has to name a set of at most FIT_CAP_
@@ -130,17 +156,7 @@ def _fit(st, k, total, FIT_CAP_: tl.constexpr, BINS_: tl.constexpr):
     level 1 with t1 = -1 (all of it). Every kernel that asks computes the same answer from the
     row's histograms (round 2's is zero where round 1 fitted: that round skipped its counts).
     `above`: the scores above (t1, t2), as _topk_kernels._thresholds gives them (level 0's)."""
-    bins = tl.arange(0, BINS_)
-    h1 = tl.load(st + 16 + bins)
-    t1, above1 = _threshold(h1, k, BINS_)
-    in1 = tl.sum(tl.where(bins == t1, h1, 0), 0)
-    if total <= k:
-        t1 = -1
-        above1 = total
-        in1 = 0
-    h2 = tl.load(st + 16 + BINS_ + bins)
-    t2, above2 = _threshold(h2, k - above1, BINS_)
-    in2 = tl.sum(tl.where(bins == t2, h2, 0), 0)
+    t1, above1, in1, t2, above2, in2 = _rounds(st, k, total, BINS_)
     level = tl.where(above1 + in1 <= FIT_CAP_, 1, tl.where(above1 + above2 + in2 <= FIT_CAP_, 2, 0))
     return level, t1, t2, above1 + above2
 

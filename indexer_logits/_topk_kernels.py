@@ -33,8 +33,8 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_digits import (_digits, _fit, _key, _key_range, _mapping, _publish_range, _range, _range_keys, _score,
-                           _threshold, _window)
+from ._topk_digits import (_digits, _fit, _in_bin, _key, _key_range, _mapping, _publish_range, _range, _range_keys,
+                           _rounds, _score, _threshold, _window)
 
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
@@ -87,15 +87,8 @@ def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, w
 
 @triton.jit
 def _thresholds(st, k, total, BINS_: tl.constexpr):
-    """(t1, t2, scores above (t1, t2)) of the row, from its two histograms: every program that
-    needs them computes them (BINS_ counts from L2) rather than one program per row storing them,
-    which would put a serial step after each round."""
-    bins = tl.arange(0, BINS_)
-    t1, above1 = _threshold(tl.load(st + 16 + bins), k, BINS_)
-    if total <= k:  # the whole window is the answer
-        t1 = -1
-        above1 = total
-    t2, above2 = _threshold(tl.load(st + 16 + BINS_ + bins), k - above1, BINS_)
+    """(t1, t2, scores above (t1, t2)) of the row, from its two histograms (_topk_digits._rounds)."""
+    t1, above1, in1, t2, above2, in2 = _rounds(st, k, total, BINS_)
     return t1, t2, above1 + above2
 
 
@@ -126,7 +119,7 @@ def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wi
             t1, above1 = _threshold(h1, k, BINS_)
             go = hi - lo > k
             if FIT_CAP_ > 0:  # round 1's bin already names few enough scores (_topk_digits._fit)
-                go = go & (above1 + tl.sum(tl.where(tl.arange(0, BINS_) == t1, h1, 0), 0) > FIT_CAP_)
+                go = go & (above1 + _in_bin(h1, t1, BINS_) > FIT_CAP_)
             if go:
                 for b0 in range(start, end, BLOCK):
                     t = b0 + offs
