@@ -34,3 +34,18 @@ def profile(k: int, paths, on_path) -> None:
         torch.cuda.synchronize()
     print("prefill 4096x64K, one call:", flush=True)
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
+
+
+def kernel_times(fn, calls: int = 10) -> list:
+    """[(kernel, launches a call, device us a call)] of `calls` calls of fn, after three warm-up
+    calls (torch.profiler): the per-kernel figures the top-k experiment scripts print."""
+    import torch
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    return [(e.key, e.count // calls, e.device_time_total / calls) for e in prof.key_averages()
+            if e.device_time_total > 0]

@@ -19,6 +19,7 @@ import json
 import torch
 
 import indexer_logits as K
+from bench._topk_profile import kernel_times
 from bench.topk import graph_us, mismatched_rows
 from indexer_logits import _topk_select as S, _topk_tiles as TT
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
@@ -75,26 +76,14 @@ def profile(name, logits, lo, hi, base, rounds, k=2048):
     out.update({f"{v}_graph_us": t for v, t in graph.items()})
     prof_rows = {}
     for v in list(VARIANTS) * 2:  # alternated; the second profile of each is kept
-        settings = {**base, **VARIANTS[v]}
-
-        def fn():
-            S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="tiles", settings=settings)
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for _ in range(10):
-                fn()
-            torch.cuda.synchronize()
-        prof_rows[v] = [(e.key, e.count, e.device_time_total / 10) for e in prof.key_averages()
-                        if e.device_time_total > 0]
+        prof_rows[v] = kernel_times(fns[v])
     for v, rows_ in prof_rows.items():
         total = sum(t for _, _, t in rows_)
         out[f"{v}_kernel_us"] = total
         print(f"\n{name}, {v}: {total:.1f} us of kernels a call; {out[f'{v}_early_rows']} of {rows} rows stopped "
               f"early, {out[f'{v}_picked_tiles']:.0f} tiles picked a row")
         for key, count, t in sorted(rows_, key=lambda r: -r[2]):
-            print(f"  {key[:40]:40s} {count // 10:3d} a call {t:9.1f} us")
+            print(f"  {key[:40]:40s} {count:3d} a call {t:9.1f} us")
     return out
 
 

@@ -7,6 +7,7 @@ decode logits of 64 x 128K: rounds against tiles of 8 and 16, 10 calls each.
 import torch
 
 import indexer_logits as K
+from bench._topk_profile import kernel_times
 from indexer_logits import _topk_select as S, _topk_tiles as TT
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.space import Problem
@@ -19,20 +20,11 @@ def profile(name, logits, lo, hi, k=2048):
     for path, tile in (("rounds", 0), ("tiles", 8), ("tiles", 16)):
         TT.TILE = tile
 
-        def fn():
-            S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path=path)
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for _ in range(10):
-                fn()
-            torch.cuda.synchronize()
-        rows_ = [(e.key, e.count, e.device_time_total / 10) for e in prof.key_averages() if e.device_time_total > 0]
+        rows_ = kernel_times(lambda: S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path=path))
         total = sum(t for _, _, t in rows_)
         print(f"\n{name}, {path}" + (f" (tile {tile})" if tile else "") + f": {total:.1f} us a call")
         for key, count, t in sorted(rows_, key=lambda r: -r[2]):
-            print(f"  {key[:40]:40s} {count // 10:3d} a call {t:9.1f} us")
+            print(f"  {key[:40]:40s} {count:3d} a call {t:9.1f} us")
     TT.TILE = 0
 
 
