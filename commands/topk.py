@@ -34,7 +34,7 @@ def _needs_cuda() -> None:
               help="Table directory (default: the package's indexer_logits/tables).")
 @click.option("--trials", type=click.Path(path_type=Path), default=None,
               help="JSON-lines file every trial is appended to (default: db/topk_trials_<gpu>.jsonl).")
-@click.option("--fresh", is_flag=True, help="Retune buckets the table already holds.")
+@click.option("--fresh", is_flag=True, help="Retune the listed buckets the table already holds (its other entries stay).")
 def tune_topk(buckets, k, out, trials, fresh) -> None:
     """Tune the top-k selection (path and launch settings) per bucket on this GPU: every setting of
     each path that suits the bucket, gated exact, timed in CUDA graphs; the best per bucket goes to

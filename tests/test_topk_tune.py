@@ -202,3 +202,26 @@ def test_the_committed_h200_table_is_valid_and_reaches_the_issues_shapes():
     for rows, width in ((64, 32768), (64, 131072), (1, 1 << 20), (128, 8192)):
         assert T.entry_for(table, rows, width, 132, S.ROW_MAX_WIDTH) is not None, (rows, width)
     assert T.entry_for(table, 204, 65536, 132, S.ROW_MAX_WIDTH) is None  # a prefill block: the built-in choice
+
+
+def test_fresh_retunes_the_listed_buckets_and_keeps_the_others(tmp_path, monkeypatch):
+    """--fresh retunes the buckets it is given; the table's other entries stay (a table tuned for
+    another k keeps none, and the log says so)."""
+    tuned = []
+
+    def fake_tune(rows, width, k, device, sms, timer, on_trial):
+        tuned.append((rows, width))
+        return {"rows": rows, "width": width, "path": "rounds", "settings": {}, "us": 1.0,
+                "default_path": "rounds", "default_us": 1.0}
+
+    monkeypatch.setattr(topk_tune, "tune_bucket", fake_tune)
+    table, trials = tmp_path / "cpu" / "topk.json", tmp_path / "trials.jsonl"
+    kw = dict(device="cpu", timer=None, log=lambda line: None)
+    topk_tune.run([(2, 4096), (1, 65536)], 256, table, trials, **kw)
+    topk_tune.run([(2, 4096)], 256, table, trials, fresh=True, **kw)
+    assert tuned == [(2, 4096), (1, 65536), (2, 4096)]
+    assert [(e["rows"], e["width"]) for e in json.loads(table.read_text())["entries"]] == [(1, 65536), (2, 4096)]
+    lines = []
+    topk_tune.run([(2, 4096)], 512, table, trials, device="cpu", timer=None, log=lines.append)
+    assert "tuned for k=256, not 512: its 2 entries are replaced" in lines[0]
+    assert [(e["rows"], e["width"]) for e in json.loads(table.read_text())["entries"]] == [(2, 4096)]

@@ -166,12 +166,18 @@ def write_table(path: Path, entries: list[dict], k: int, device: str) -> None:
 
 def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = False, device: str = "cuda",
         timer: Callable = gpu_timer, log: Callable[[str], None] = print) -> list[dict]:
-    """Tune every bucket not already in the table (all with `fresh`); returns the table's entries."""
+    """Tune every bucket not already in the table (every listed one with `fresh`), keeping the
+    table's other entries; returns the table's entries. A table of another k keeps none (its
+    entries were gated and timed for that k), and says so."""
     sms = _device_sms(torch.device(device).index) if torch.device(device).type == "cuda" else 4
     entries = []
-    if table_path.is_file() and not fresh:
-        entries = _topk_table.validate(json.loads(table_path.read_text()), table_path)["entries"]
-    have = {(e["rows"], e["width"]) for e in entries}
+    if table_path.is_file():
+        old = _topk_table.validate(json.loads(table_path.read_text()), table_path)
+        if old.get("k") == k:
+            entries = old["entries"]
+        else:
+            log(f"{table_path}: tuned for k={old.get('k')!r}, not {k}: its {len(old['entries'])} entries are replaced")
+    have = set() if fresh else {(e["rows"], e["width"]) for e in entries}
     trials_path.parent.mkdir(parents=True, exist_ok=True)
     for n, (rows, width) in enumerate(buckets, 1):
         if (rows, width) in have:

@@ -15,14 +15,8 @@ python3 docs/perf_logs/topk_fit_h200/fit_ab.py --out $OUT/fit_ab.json > $OUT/fit
 tail -5 $OUT/fit_ab.log
 timeout 150 python3 -m pytest -q -m gpu tests/test_topk_gpu.py -k "tiles or memory or tuned" > $OUT/gpu_tests.log 2>&1
 tail -2 $OUT/gpu_tests.log
-python3 - <<'PY'
-import json
-p = "indexer_logits/tables/nvidia_h200/topk.json"
-t = json.load(open(p))
-t["entries"] = [e for e in t["entries"] if (e["rows"], e["width"]) != (64, 131072)]
-json.dump(t, open(p, "w"), indent=1)
-PY
-timeout 120 python3 cli.py tune-topk --buckets 64x131072 --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
+# --fresh retunes the listed bucket and keeps the table's others (since 2026-12-05; it dropped them before)
+timeout 120 python3 cli.py tune-topk --fresh --buckets 64x131072 --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
 tail -5 $OUT/tune_topk.log
 cp indexer_logits/tables/nvidia_h200/topk.json $OUT/topk_table.json
 timeout 240 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/bench_topk.log 2>&1
