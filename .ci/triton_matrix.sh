@@ -4,7 +4,8 @@
 #   - the runtime's kernels under the interpreter: every family's kernel (decode, ragged prefill,
 #     chunked prefill) at several heads, head dims, page sizes and layouts;
 #   - `cli.py check --target sm_90 --target sm_120 --sample K`: real cross-compiles (TTIR -> PTX ->
-#     ptxas), each family's default and K-1 sampled points per target.
+#     ptxas), each family's default and K-1 sampled points per target;
+#   - `bench.topk_xcompile` for both targets: the top-k selection's kernels as launched, no spill.
 # Triton 3.6 (the tuned H200 host's) runs the whole test suite in .ci/run's README command (.venv);
 # here it gets the check only. Prints one row per version and fails when a version fails.
 #
@@ -26,6 +27,10 @@ PY=${PYTHON:-python3}
 # registers, no spill. Candidates that fit all three: docs/PERF.md, "Triton versions"; why, and a
 # template candidate without the spill: "Prefill under Triton 3.8 and 3.9: why").
 KNOWN=("3.9 sm_90 prefill_ragged spills: family default spills under Triton 3.9 (re-tune or a new default needs a GPU)")
+# "<major.minor> <target> <kernel as bench.topk_xcompile names it>: why" for the top-k kernels (a spill
+# of any other fails). Triton 3.6's sm_120 compaction over the tile maxima (FIT on) keeps an 8-byte
+# stack frame at 56 registers (sm_90, and 3.8 / 3.9 for both, none): not yet looked into.
+KNOWN_TOPK=("3.6 sm_120 tiles: compaction over the maxima: an 8-byte stack frame under Triton 3.6 only")
 # The runtime's interpreter tests: decode and ragged prefill defaults at H in {16, 32, 128} x D in
 # {64, 128} (test_default_heads), chunked prefill's kernel over page sizes, layouts and dtypes and
 # its runtime function (test_prefill_paged), the public API on the synthetic table (test_runtime).
@@ -94,12 +99,40 @@ print(("ok" if ok else "FAILED") + ": " + "; ".join(summaries + [f"KNOWN {n}" fo
 EOF
 )
   case $verdict in ok*) ;; *) failed=1; verdict="$verdict ($log.check.log, $log.check.err)";; esac
-  rows+=("$v|$env|$tests|$verdict|$((SECONDS - t0))s")
+  # The top-k selection's kernels, cross-compiled as launched (bench.topk_xcompile): a spill fails
+  # the matrix unless KNOWN_TOPK names it.
+  for t in sm_90 sm_120; do
+    env -u TRITON_INTERPRET "$py" -W ignore -m bench.topk_xcompile --target $t --json >"$log.topk.$t.json" 2>"$log.topk.$t.err"
+  done
+  topk=$("$py" - "$mm" "$log.topk.sm_90.json" "$log.topk.sm_120.json" "${KNOWN_TOPK[@]}" <<'EOF'
+import json, sys
+mm, files, known = sys.argv[1], sys.argv[2:4], sys.argv[4:]
+known = {k.rsplit(":", 1)[0] for k in known}
+bad, notes, n, spilled = [], [], 0, 0
+for path in files:
+    try:
+        rows = json.load(open(path))
+    except (OSError, ValueError):
+        bad.append(f"{path}: no report")
+        continue
+    for r in rows:
+        n += 1
+        if r["spill_stores"] or r["spill_loads"]:
+            spilled += 1
+            what = f"{r['target']} {r['kernel']} spills {r['spill_stores']}/{r['spill_loads']} B"
+            (notes if f"{mm} {r['target']} {r['kernel']}" in known else bad).append(what)
+print(("ok" if not bad else "FAILED") + f": {n} kernels, {n - spilled} without spills"
+      + "".join(f"; KNOWN {x}" for x in notes)
+      + "".join(f"; {x}" for x in bad))
+EOF
+)
+  case $topk in ok*) ;; *) failed=1; topk="$topk ($log.topk.*)";; esac
+  rows+=("$v|$env|$tests|$verdict|$topk|$((SECONDS - t0))s")
 done
 
 echo
 echo "Triton matrix (CPU: interpreter tests, check --target sm_90 --target sm_120 --sample $SAMPLE); logs in $ROOT/logs"
-printf '%s\n' "${rows[@]}" | awk -F'|' '{printf "  %-6s  %-5s  tests: %s\n          check: %s  [%s]\n", $1, ($2 == ".venv" ? ".venv" : "own"), $3, $4, $5}'
+printf '%s\n' "${rows[@]}" | awk -F'|' '{printf "  %-6s  %-5s  tests: %s\n          check: %s\n          top-k: %s  [%s]\n", $1, ($2 == ".venv" ? ".venv" : "own"), $3, $4, $5, $6}'
 echo "  ($((SECONDS - start_all)) s in all)"
-for k in "${KNOWN[@]}"; do echo "  known difference: Triton $k"; done
+for k in "${KNOWN[@]}" "${KNOWN_TOPK[@]}"; do echo "  known difference: Triton $k"; done
 exit $failed

@@ -38,7 +38,12 @@ from ._topk_kernels import _count_d1, _digits, _key, _key_range, _mapping, _scor
 # with 128 bins, 46).
 BINS = None        # bins of the one histogram round: None = bins_for(width)
 CAP = 512          # candidates (bin t's scores) a row sorts; more take the exact path
-BLOCK = 8192       # keys a program reads a step
+# Keys a program reads a step: 4,096, whose step holds 8 keys a thread at 16 warps (16 at 8). A
+# step of 8,192 spills 36-76 bytes a thread under Triton 3.8 and 3.9 (the engines' Tritons), 16
+# warps for sm_90 and sm_120, 8 warps for sm_90; 4,096 spills under none of 3.6, 3.8, 3.9
+# (cross-compiled, docs/PERF.md "One program a row"). Under 3.6 on the H200 8,192 timed 1%
+# faster at 128 x 8K (15.08 against 15.26 us), within two timings' drift.
+BLOCK = 4096
 NUM_WARPS = 16
 PDL = False        # launch as a programmatic dependent launch of the logits kernel (CUDA sm_90+)
 

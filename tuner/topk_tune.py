@@ -10,7 +10,7 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
   256 rows it lost 10-20%) and rows of at most ROW_MAX_WIDTH keys (its passes over a long row);
 - RANK_TILE at most 32: 64 put the compaction kernel at 219 registers (48 at 32) and lost 10-25%;
 - the row path's sort costs what CAP holds, and its bins grow with the width: CAP 512-1,024,
-  bins 64-128;
+  bins 64-128; its step at most 4,096 keys (8,192 spills under Triton 3.8 and 3.9);
 - the four kernels' histogram cost grows with the bins (tl.histogram: ~log2(B) * B / 32 per key):
   32 or 64 bins, two rounds;
 - the tiles path (two selections, over tile maxima and over the picked tiles' keys) only on rows of
@@ -54,6 +54,10 @@ ROUNDS = 3     # alternated timings of the best and the built-in choice, the fas
 # the tiles path is tried from rows of this many keys: half "auto"'s threshold (_topk_select.TILES_MIN_WIDTH),
 # since at 64 x 128K it timed level with rounds end to end (docs/PERF.md "Top-k: tiles")
 TILES_TRIED_FROM = 1 << 17
+# The row path's step: 4,096 keys (indexer_logits._topk_row.BLOCK). Cross-compiled, 8,192 spills
+# under Triton 3.8 and 3.9 (at 8 and 16 warps) and 2,048 at 16 warps (ptxas held it to 64 registers a
+# thread) under 3.6 and 3.8; 4,096 under none.
+ROW_BLOCKS = (4096,)
 
 
 def ref_sets(logits, lo, hi, k):
@@ -82,7 +86,7 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         if rows > sms or width > S.ROW_MAX_WIDTH:
             return []
         return [dict(BINS=b, CAP=c, BLOCK=bl, NUM_WARPS=w)
-                for b in (64, 128) for c in (512, 1024) for bl in (4096, 8192) for w in (8, 16)]
+                for b in (64, 128) for c in (512, 1024) for bl in ROW_BLOCKS for w in (8, 16)]
     if path == "tiles":
         if width < TILES_TRIED_FROM:
             return []
