@@ -27,7 +27,7 @@ def _args(k: int) -> dict:
             "maxima_ptr": "*fp32", "maxima_stride": WIDTH // 16, "ntiles_ptr": "*i32", "vals_ptr": "*fp32",
             "vals_stride": k, "list_ptr": "*i32", "list_stride": 2 * k, "cand_len_ptr": "*i32", "buf_ptr": "*fp32",
             "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k, "counts_ptr": "*i32",
-            "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32"}
+            "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32", "ws_second_ptr": "*i32"}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
@@ -61,7 +61,13 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
           "PDL": True}, w),
         ("tiles: gather", T.topk_tile_gather_kernel,
          {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "BINS_": KN.BINS, "PDL": True}, w),
-        ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp), "PDL": True}, w),
+        ("tiles: pick + gather (MERGE)", T.topk_tile_pick_gather_kernel,
+         {"WINDOW": 1, "TILE_": 16, "PB": min(T.PICK_BLOCK, T.STEP_KEYS // 16), "NCP": 4, "BINS_": KN.BINS,
+          "FIT_CAP_": T.fit_cap(k), "PDL": True}, w),
+        ("tiles: remap", T.topk_tile_remap_kernel,
+         {"TILE_": 16, "KB": min(1024, kp), "BINS_": KN.BINS, "ZERO_FIRST": False, "PDL": True}, w),
+        ("tiles: remap, zeroing (MERGE)", T.topk_tile_remap_kernel,
+         {"TILE_": 16, "KB": min(1024, kp), "BINS_": KN.BINS, "ZERO_FIRST": True, "PDL": True}, w),
     ]
 
 

@@ -200,7 +200,8 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
                  PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
     elif path == "tiles":  # the four kernels' settings serve both of its selections
         tk = tiles_kernels()
-        s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT, OWN_PDL=tk.OWN_PDL)
+        s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT, OWN_PDL=tk.OWN_PDL,
+                 MERGE=tk.MERGE)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -298,9 +299,10 @@ def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
 def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
     """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
     pick (counts, then the picks), the gather (and its keys' range), three of the four kernels over
-    the picked tiles' keys, the remap: twelve launches. The selection over the maxima keeps its
-    state in its own workspace (`ws_first`), which its pick reads after it and the gather zeroes;
-    its round 2 and compaction skip the rows where round 1's bin already names at most 2k tiles."""
+    the picked tiles' keys, the remap: twelve launches (eleven with MERGE: the pick gathers). The
+    selection over the maxima keeps its state in its own workspace (`ws_first`), which its pick
+    reads after it and the gather (with MERGE, the remap) zeroes; its round 2 and compaction skip
+    the rows where round 1's bin already names at most 2k tiles."""
     tk = tiles_kernels()
     maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau, ws_first = scratch
     rows, width = logits.shape
@@ -320,18 +322,24 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     pick, nch = _pick_chunks(rows, nt, s)
     launch(tk.topk_tile_count_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
            counts, nch, pick, tau, ws_first, KB=kb, PB=tk.PICK_BLOCK, BINS_=s["BINS"], FIT_CAP_=fit, **options)
-    launch(tk.topk_tile_pick_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, tau, k, counts, nch, pick,
-           tiles, tiles.stride(0), cand_len, *win[2:], ws_first, WINDOW=window, TILE_=T, PB=tk.PICK_BLOCK,
-           NCP=1 << (nch - 1).bit_length(), BINS_=s["BINS"], FIT_CAP_=fit, **options)
-    picked = tiles.shape[1]
-    per_program = chunk_size(rows, picked * T, step * T, s["PROGRAMS_PER_SM"]) // T
-    launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0), cand_len,
-           buf, buf.stride(0), ws, ws_first, per_program, WINDOW=window, TILE_=T, STEP=step, BINS_=s["BINS"],
-           **options)
+    pick_args = (maxima, maxima.stride(0), ntiles, tau, k, counts, nch, pick, tiles, tiles.stride(0), cand_len,
+                 *win[2:], ws_first)
+    pick_consts = dict(WINDOW=window, TILE_=T, NCP=1 << (nch - 1).bit_length(), BINS_=s["BINS"], FIT_CAP_=fit,
+                       **options)
+    if s["MERGE"]:  # the pick copies the tiles it picks: no gather kernel (a step's scores in registers)
+        launch(tk.topk_tile_pick_gather_kernel, (rows, nch), *pick_args, logits, logits.stride(0), buf,
+               buf.stride(0), ws, PB=min(tk.PICK_BLOCK, step), **pick_consts)
+    else:
+        launch(tk.topk_tile_pick_kernel, (rows, nch), *pick_args, PB=tk.PICK_BLOCK, **pick_consts)
+        picked = tiles.shape[1]
+        per_program = chunk_size(rows, picked * T, step * T, s["PROGRAMS_PER_SM"]) // T
+        launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0),
+               cand_len, buf, buf.stride(0), ws, ws_first, per_program, WINDOW=window, TILE_=T, STEP=step,
+               BINS_=s["BINS"], **options)
     _launch_rounds(launch, s, buf, k, WINDOW_LIMIT, indices, values, ws, cands, None, None, cand_len, 1,
                    range_done=True)
     launch(tk.topk_tile_remap_kernel, (rows, -(-k // kb)), indices, indices.stride(0), tiles, tiles.stride(0), k,
-           TILE_=T, KB=kb, **options)
+           ws_first, TILE_=T, KB=kb, BINS_=s["BINS"], ZERO_FIRST=bool(s["MERGE"]), **options)
 
 
 _PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles}

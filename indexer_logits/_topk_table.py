@@ -37,10 +37,10 @@ ALLOWED = {
             "NUM_WARPS": (4, 8, 16, 32), "PDL": (False, True)},
 }
 # the tiles path: the four kernels' settings (both of its selections), its tile (0: the model's),
-# whether its first selection stops at the bin that fits the pick, and whether its own kernels
-# launch with PDL
+# whether its first selection stops at the bin that fits the pick, whether its own kernels
+# launch with PDL, and whether the pick gathers the tiles it picks
 ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
-                    "FIT": (False, True), "OWN_PDL": (False, True)}
+                    "FIT": (False, True), "OWN_PDL": (False, True), "MERGE": (False, True)}
 
 _CACHE: dict[str, Optional[dict]] = {}
 _ENTRIES: dict[tuple, Optional[dict]] = {}  # serving_entry's answers, per GPU and shape

@@ -21,7 +21,8 @@ With a row of n keys cut into tiles of TILE (aligned to the row's window start):
    ties at the k-th score still go to the smallest indices (where the bin fitted, every tile
    holding a score >= tau is picked).
 4. gather the picked tiles' scores, in key order, into a [rows, min(2k, tiles) * TILE] buffer
-   (and their range into the row's state).
+   (and their range into the row's state); with MERGE the pick copies each tile as it picks it,
+   and no gather kernel runs.
 5. the four-kernel selection over the buffer, less its range kernel (its window: the picked
    tiles' keys, the row's partial last tile cut off at the window's end), then
 6. remap: a buffer position p is key tile[p // TILE] * TILE + p % TILE of the window.
@@ -55,6 +56,11 @@ FIT = True
 # kernel before it), as the four kernels' last three do: a tuner axis, not yet timed on a GPU
 # (predicted ~0.5-1 us a launch boundary, same section), so off by default.
 OWN_PDL = False
+# Whether the pick copies each tile's scores as it picks it (topk_tile_pick_gather_kernel), so that the
+# gather kernel is not launched: one launch and one re-read of the picked list fewer, a smaller pick
+# step. A tuner axis, not yet timed on a GPU (predicted 2-4 us less at 64 x 128K: the gather is
+# 5.5 us of kernel there, docs/PERF.md), so off by default.
+MERGE = False
 
 
 def tile_for(width: int, k: int) -> int:
@@ -208,6 +214,36 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, cou
     the last tile past the window's end."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
+    _pick(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks, chunk_tiles, list_ptr, list_stride,
+          cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, maxima_ptr, 0, maxima_ptr, 0, ws_ptr,
+          WINDOW, TILE_, PB, NCP, BINS_, FIT_CAP_, False)
+
+
+@triton.jit
+def topk_tile_pick_gather_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks,
+                                 chunk_tiles, list_ptr, list_stride, cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n,
+                                 width, ws_ptr, logits_ptr, stride_row, buf_ptr, buf_stride, ws_second_ptr,
+                                 WINDOW: tl.constexpr, TILE_: tl.constexpr, PB: tl.constexpr, NCP: tl.constexpr,
+                                 BINS_: tl.constexpr, FIT_CAP_: tl.constexpr, PDL: tl.constexpr = False):
+    """Passes 3b and 4 in one (setting MERGE): as each program picks a tile it copies the tile's
+    scores to the buffer at the tile's slot, and it merges the range of the keys it copied into the
+    second selection's state (`ws_second_ptr`), as the gather kernel would; the first selection's
+    state (`ws_ptr`) is zeroed by the remap kernel instead, after every pick program has read it.
+    PB: maxima a step, few enough that a step's [PB, TILE_] scores sit in registers."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
+    _pick(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks, chunk_tiles, list_ptr, list_stride,
+          cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, logits_ptr, stride_row, buf_ptr, buf_stride,
+          ws_second_ptr, WINDOW, TILE_, PB, NCP, BINS_, FIT_CAP_, True)
+
+
+@triton.jit
+def _pick(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks, chunk_tiles, list_ptr, list_stride,
+          cand_len_ptr, lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, logits_ptr, stride_row, buf_ptr, buf_stride,
+          ws_second_ptr, WINDOW: tl.constexpr, TILE_: tl.constexpr, PB: tl.constexpr, NCP: tl.constexpr,
+          BINS_: tl.constexpr, FIT_CAP_: tl.constexpr, GATHER: tl.constexpr):
+    """The pick of one chunk of a row's maxima (topk_tile_pick_kernel), and with GATHER the copy of
+    each picked tile's scores (topk_tile_pick_gather_kernel)."""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     ntiles = tl.load(ntiles_ptr + row)
@@ -227,6 +263,14 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, cou
     first = chunk * chunk_tiles
     end = tl.minimum(first + chunk_tiles, ntiles)
     last = 0
+    if GATHER:
+        lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+        base = logits_ptr + row.to(tl.int64) * stride_row + lo
+        brow = buf_ptr + row.to(tl.int64) * buf_stride
+        offs = tl.arange(0, TILE_)
+        kmax = tl.full([PB], -2147483647 - 1, tl.int32)
+        kmin = tl.full([PB], 2147483647, tl.int32)
+        copied = 0
     for j0 in range(first, end, PB):
         j = j0 + pb
         ok = j < end
@@ -235,9 +279,22 @@ def topk_tile_pick_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, cou
         take = (ok & _taken(m, tau, level, t1, t2, m_lo, scale, BINS_)) | ((eq > 0) & (ties + tl.cumsum(eq, 0) - eq < k))
         t32 = take.to(tl.int32)
         tl.store(lrow + taken + tl.cumsum(t32, 0) - t32, j, mask=take)
+        if GATHER:  # the tile's scores to its slot of the buffer (-inf past the window's end)
+            slot = taken + tl.cumsum(t32, 0) - t32
+            key = j[:, None] * TILE_ + offs[None, :]
+            inside = take[:, None] & (key < hi - lo)
+            x = tl.load(base + key, mask=inside, other=float("-inf"))
+            tl.store(brow + slot[:, None] * TILE_ + offs[None, :], x, mask=take[:, None])
+            lo_key, hi_key = _range_keys(x, inside)
+            kmax = tl.maximum(kmax, tl.max(hi_key, 1))
+            kmin = tl.minimum(kmin, tl.min(lo_key, 1))
+            copied += tl.sum(t32, 0)
         taken += tl.sum(t32, 0)
         ties += tl.sum(eq, 0)
         last = tl.maximum(last, tl.max(tl.where(take & (j == ntiles - 1), 1, 0), 0))
+    if GATHER:
+        if copied > 0:  # the workspace's row: 16 state words, then the two rounds' histograms
+            _publish_range(ws_second_ptr + row * (16 + 2 * BINS_), tl.min(kmin, 0), tl.max(kmax, 0))
     if (first < ntiles) & (ntiles <= first + chunk_tiles) | (ntiles == 0) & (chunk == 0):
         lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
         total = tl.sum(takes, 0)
@@ -289,12 +346,19 @@ def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
 
 
 @triton.jit
-def topk_tile_remap_kernel(idx_ptr, idx_stride, list_ptr, list_stride, k, TILE_: tl.constexpr, KB: tl.constexpr,
+def topk_tile_remap_kernel(idx_ptr, idx_stride, list_ptr, list_stride, k, ws_first_ptr, TILE_: tl.constexpr,
+                           KB: tl.constexpr, BINS_: tl.constexpr, ZERO_FIRST: tl.constexpr = False,
                            PDL: tl.constexpr = False):
-    """Pass 6: buffer positions to the window's key indices, in place (-1 stays -1)."""
+    """Pass 6: buffer positions to the window's key indices, in place (-1 stays -1); with
+    ZERO_FIRST (setting MERGE: no gather kernel to do it), the first selection's state zeroed."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
     row = tl.program_id(0)
+    if ZERO_FIRST:
+        if tl.program_id(1) == 0:  # every pick program has read it: zero it for the next call
+            st1 = ws_first_ptr + row * (16 + 2 * BINS_)
+            tl.store(st1 + tl.arange(0, 16), tl.zeros([16], tl.int32))
+            tl.store(st1 + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
     i = tl.program_id(1) * KB + tl.arange(0, KB)
     irow = idx_ptr + row.to(tl.int64) * idx_stride
     p = tl.load(irow + i, mask=i < k, other=-1)

@@ -21,8 +21,9 @@ def test_every_path_compiles_for_sm90_without_spills():
     proc = _run("--target", "sm_90", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["kernel"]: r for r in json.loads(proc.stdout)}
-    # the tiles path's own five kernels and its first selection's two that stop early (fit_cap)
-    assert len(rows) == 14 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles"}
+    # the tiles path's own five kernels (and MERGE's two forms) and its first selection's two that stop
+    # early (fit_cap)
+    assert len(rows) == 16 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles"}
     for name, r in rows.items():
         assert r["target"] == "sm_90" and r["registers"] > 0, name
         assert r["spill_stores"] == r["spill_loads"] == 0, (name, r)

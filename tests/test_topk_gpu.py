@@ -145,13 +145,15 @@ def test_selection_compiled_kinds(kind, path):
     assert int(ws.abs().sum()) == 0
 
 
-@pytest.mark.parametrize("fit, own_pdl", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("fit, own_pdl, merge", [(False, False, False), (True, False, False), (False, True, False),
+                                                 (True, True, False), (True, False, True), (False, True, True)])
 @pytest.mark.parametrize("kind", ["randn", "small_ints", "outlier"])
-def test_tiles_settings_exact_eager_and_in_a_graph(kind, fit, own_pdl):
+def test_tiles_settings_exact_eager_and_in_a_graph(kind, fit, own_pdl, merge):
     """The tiles path with its first selection stopping at the bin that fits (FIT) or finding tau,
-    its own kernels launched with PDL or not (OWN_PDL), on rows that stop at a bin (randn) or do
-    not (ties: small_ints; an outlier's range): exact eagerly and in a CUDA graph replayed over
-    other scores, the workspace left zero each time. 16 rows of 64K keys, k 2048."""
+    its own kernels launched with PDL or not (OWN_PDL), its pick gathering the tiles or a gather
+    kernel after it (MERGE), on rows that stop at a bin (randn) or do not (ties: small_ints; an
+    outlier's range): exact eagerly and in a CUDA graph replayed over other scores, the workspace
+    left zero each time. 16 rows of 64K keys, k 2048."""
     rows, width, k = 16, 65536, 2048
     g = torch.Generator(device="cuda").manual_seed(11)
 
@@ -167,7 +169,7 @@ def test_tiles_settings_exact_eager_and_in_a_graph(kind, fit, own_pdl):
     hi = torch.randint(k, width + 1, (rows,), dtype=torch.int32, device="cuda", generator=g)
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     ws = S.workspace(rows, "cuda")
-    settings = {"FIT": fit, "OWN_PDL": own_pdl}
+    settings = {"FIT": fit, "OWN_PDL": own_pdl, "MERGE": merge}
 
     def select():
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="tiles", settings=settings)

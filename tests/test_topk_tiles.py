@@ -42,11 +42,12 @@ def _full(rows, width):
 
 
 @needs_interpreter
-@pytest.mark.parametrize("tile", [8, 16])
-def test_the_bound_prunes_and_stays_exact(tile, scratch, monkeypatch):
+@pytest.mark.parametrize("tile, merge", [(8, False), (16, False), (8, True), (16, True)])
+def test_the_bound_prunes_and_stays_exact(tile, merge, scratch, monkeypatch):
     """Random rows 40x longer than k: the picked tiles' keys are a fraction of the row, at most
-    2k tiles, and the answer is torch's."""
+    2k tiles, and the answer is torch's (the pick gathering the tiles, MERGE, or the gather kernel)."""
     monkeypatch.setattr(TT, "TILE", tile)
+    monkeypatch.setattr(TT, "MERGE", merge)
     monkeypatch.setattr(TT, "PICK_BLOCK", 128)  # the pick in several chunks a row
     rows, width, k = 3, 10240, 256
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
@@ -77,12 +78,13 @@ def test_top_scores_clustered_in_a_few_tiles(scratch):
 
 
 @needs_interpreter
-@pytest.mark.parametrize("levels", [2, 5])
-def test_tile_maxima_tied_at_the_bound(levels, scratch, monkeypatch):
+@pytest.mark.parametrize("levels, merge", [(2, False), (5, False), (5, True)])
+def test_tile_maxima_tied_at_the_bound(levels, merge, scratch, monkeypatch):
     """Scores of a few values: most tiles' maxima equal the bound, so the pick takes the first k
     of them in key order (the tied count carried across steps and chunks: a dozen or more chunks a
     row, several steps each here), and ties at the k-th score go to the smallest indices."""
     monkeypatch.setattr(TT, "PICK_BLOCK", 16)
+    monkeypatch.setattr(TT, "MERGE", merge)
     rows, width, k = 2, 9000, 200
     x = torch.randint(0, levels, (rows, width), generator=torch.Generator().manual_seed(3)).float()
     lo, hi = _full(rows, width)
@@ -124,8 +126,9 @@ def _levels(maxima, ntiles, k: int, cap: int, bins: int) -> list:
 
 
 @needs_interpreter
-@pytest.mark.parametrize("cap, fit, level", [(None, True, 1), (4, True, 2), (-1, True, 0), (None, False, 0)])
-def test_the_pick_stops_at_the_bin_that_fits(cap, fit, level, scratch, monkeypatch):
+@pytest.mark.parametrize("cap, fit, level, merge", [(None, True, 1, False), (4, True, 2, False), (-1, True, 0, False),
+                                                    (None, False, 0, False), (4, True, 2, True), (-1, True, 0, True)])
+def test_the_pick_stops_at_the_bin_that_fits(cap, fit, level, merge, scratch, monkeypatch):
     """The selection over the maxima stops where its threshold bin fits the pick: after round 1
     (the buffer's 2k tiles hold every maximum at or above its bin), after round 2 (a cap that
     round 1's bin overfills, k + 4 here), or not at all (a cap under k, or FIT off: tau, the k-th
@@ -135,6 +138,7 @@ def test_the_pick_stops_at_the_bin_that_fits(cap, fit, level, scratch, monkeypat
     if cap is not None:
         monkeypatch.setattr(TT, "fit_cap", lambda k: k + cap)
     monkeypatch.setattr(TT, "FIT", fit)
+    monkeypatch.setattr(TT, "MERGE", merge)  # (then the remap zeroes the first selection's state)
     rows, width, k = 3, 10240, 256
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(5))
     lo, hi = _full(rows, width)
@@ -174,7 +178,37 @@ def test_the_recorded_launches_key_holds_what_the_launch_code_reads(monkeypatch)
     _select(x, 64, lo, hi, path="tiles")
     monkeypatch.setattr(TT, "OWN_PDL", True)
     _select(x, 64, lo, hi, path="tiles")
-    assert len(set(keys)) == len(keys) == 5, keys
+    monkeypatch.setattr(TT, "MERGE", True)
+    _select(x, 64, lo, hi, path="tiles")
+    assert len(set(keys)) == len(keys) == 6, keys
+
+
+@needs_interpreter
+@pytest.mark.parametrize("merge", [False, True])
+def test_merge_launches_the_pick_that_gathers(merge, monkeypatch):
+    """MERGE: the pick copies the tiles (topk_tile_pick_gather_kernel) and no gather kernel runs,
+    the remap zeroes the first selection's state; off, the pick, then the gather. Eleven launches
+    or twelve, the answer torch's either way and the workspace left zero (_select)."""
+    names = []
+    real = S._recorded_launches.run
+
+    def watch(tag, inputs, key, launches, out_index):
+        def launch(fn, grid, *args, **kw):
+            names.append((fn.fn.__name__, kw.get("ZERO_FIRST")))
+            return S._recorded_launches.plain(fn, grid, *args, **kw)
+        return launches(launch)
+    monkeypatch.setattr(S._recorded_launches, "run", watch)
+    monkeypatch.setattr(TT, "MERGE", merge)
+    rows, width, k = 2, 6000, 128
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(8))
+    lo, hi = _full(rows, width)
+    hi[1] = width - 7
+    idx, val = _select(x, k, lo, hi, path="tiles")
+    assert_same_topk(idx, val, x, k, lo, hi)
+    kernels = [n for n, _ in names]
+    assert ("topk_tile_pick_gather_kernel" in kernels) == merge
+    assert ("topk_tile_gather_kernel" in kernels) == ("topk_tile_pick_kernel" in kernels) == (not merge)
+    assert len(kernels) == (11 if merge else 12) and names[-1] == ("topk_tile_remap_kernel", merge)
 
 
 @needs_interpreter

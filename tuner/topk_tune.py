@@ -18,7 +18,8 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
   one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles 8-32, where the model's
   sqrt(width / k) lies; its first selection stopping at the bin that fits the pick (FIT) or
   finding the exact k-th tile maximum: which pays depends on how the maxima spread; its own
-  kernels launched with PDL or without (untimed when added).
+  kernels launched with PDL or without, and its pick gathering the tiles it picks or a gather
+  kernel after it (both untimed when added).
 
 The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
 bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of
@@ -90,8 +91,9 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
     if path == "tiles":
         if width < TILES_TRIED_FROM:
             return []
-        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, FIT=f, OWN_PDL=d)
-                for t in (0, 8, 16, 32) for b in (32, 64) for p in (8, 16) for f in (True, False) for d in (False, True)]
+        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, FIT=f, OWN_PDL=d, MERGE=g)
+                for t in (0, 8, 16, 32) for b in (32, 64) for p in (8, 16) for f in (True, False) for d in (False, True)
+                for g in (False, True)]
     raise ValueError(f"path: expected 'rounds', 'row' or 'tiles', got {path!r}")
 
 

@@ -9,15 +9,13 @@
 # skipped) less ~1-2 us for the larger second selection: level end to end within 1%; PDL -3 to -5
 # us end to end (six launch boundaries, ~0.5-1 us each, as the logits kernel's PDL saved ~1 us);
 # fit+pdl 64 x 128K ~350-352 us, 1.26-1.27 of the logits; 102 x 1M block a few us less. Then the
-# 64x131072 bucket re-tuned with FIT in the space, and bench.topk end to end with that table.
+# 64x131072 bucket re-tuned with FIT in the space, and bench.topk end to end with that table (call3.sh).
+# Added 2026-12-05 (no GPU that session), MERGE: the pick copies the tiles it picks, no gather kernel.
+# Predicted: -2 to -4 us of the selection at 64 x 128K (the gather's 5.5 us of kernel, less the copy
+# the pick now does: ~2.4K tiles x 8 keys a row, 5 MB in all); fit+pdl+merge 64 x 128K ~346-350 us,
+# 1.25-1.26 of the logits. The tune tries MERGE too (128 tiles settings a bucket).
 set -x
 python3 docs/perf_logs/topk_fit_h200/fit_ab.py --out $OUT/fit_ab.json > $OUT/fit_ab.log 2>&1
 tail -5 $OUT/fit_ab.log
 timeout 150 python3 -m pytest -q -m gpu tests/test_topk_gpu.py -k "tiles or memory or tuned" > $OUT/gpu_tests.log 2>&1
 tail -2 $OUT/gpu_tests.log
-# --fresh retunes the listed bucket and keeps the table's others (since 2026-12-05; it dropped them before)
-timeout 120 python3 cli.py tune-topk --fresh --buckets 64x131072 --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
-tail -5 $OUT/tune_topk.log
-cp indexer_logits/tables/nvidia_h200/topk.json $OUT/topk_table.json
-timeout 240 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/bench_topk.log 2>&1
-tail -9 $OUT/bench_topk.log

@@ -1,13 +1,14 @@
-"""The tiles path with and without its two settings of this session, one process, alternated:
-FIT (its first selection stops at the bin that fits the pick, _topk_digits._fit) and OWN_PDL
-(PDL on its own five kernels, as the four kernels' last three have it). Variants are
+"""The tiles path with and without its three newest settings, one process, alternated: FIT (its
+first selection stops at the bin that fits the pick, _topk_digits._fit), OWN_PDL (PDL on its own
+five kernels, as the four kernels' last three have it) and MERGE (the pick gathers the tiles it
+picks: no gather kernel; added 2026-12-05). Variants are
 launch settings, so each has its own recorded launches (a module attribute patched between
 calls would replay the first variant's: call 1's A/B measured one variant twice).
 
     python3 docs/perf_logs/topk_fit_h200/fit_ab.py [--rounds 5] [--out FILE]
 
 1. decode 64 x 128K end to end, logits + top-k in CUDA graphs of 4 calls (bench.topk.graph_us), the
-   H200 table's tiles settings (tiles of 8, 32 bins, 16 programs an SM) with FIT and OWN_PDL on or off,
+   H200 table's tiles settings (tiles of 8, 32 bins, 16 programs an SM) with FIT, OWN_PDL, MERGE on or off,
    best of --rounds alternated rounds; every variant checked against a stable sort first;
 2. kernel by kernel (torch.profiler, 10 calls), the selection alone, on those logits and on a
    prefill block of 102 rows x 1M keys (2048 x 1M's block; the built-in settings), with the rows
@@ -26,8 +27,10 @@ from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.space import Problem
 
 TABLE_64x128K = {"TILE": 8, "BINS": 32, "PROGRAMS_PER_SM": 16}
-VARIANTS = {"before": dict(FIT=False, OWN_PDL=False), "fit": dict(FIT=True, OWN_PDL=False),
-            "pdl": dict(FIT=False, OWN_PDL=True), "fit+pdl": dict(FIT=True, OWN_PDL=True)}
+VARIANTS = {"before": dict(FIT=False, OWN_PDL=False, MERGE=False), "fit": dict(FIT=True, OWN_PDL=False, MERGE=False),
+            "pdl": dict(FIT=False, OWN_PDL=True, MERGE=False), "fit+pdl": dict(FIT=True, OWN_PDL=True, MERGE=False),
+            "fit+merge": dict(FIT=True, OWN_PDL=False, MERGE=True),
+            "fit+pdl+merge": dict(FIT=True, OWN_PDL=True, MERGE=True)}
 
 
 def serving(settings, fn):
