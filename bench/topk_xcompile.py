@@ -64,10 +64,9 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("tiles: pick + gather (MERGE)", T.topk_tile_pick_gather_kernel,
          {"WINDOW": 1, "TILE_": 16, "PB": min(T.PICK_BLOCK, T.STEP_KEYS // 16), "NCP": 4, "BINS_": KN.BINS,
           "FIT_CAP_": T.fit_cap(k), "PDL": True}, w),
-        ("tiles: remap", T.topk_tile_remap_kernel,
-         {"TILE_": 16, "KB": min(1024, kp), "BINS_": KN.BINS, "ZERO_FIRST": False, "PDL": True}, w),
-        ("tiles: remap, zeroing (MERGE)", T.topk_tile_remap_kernel,
-         {"TILE_": 16, "KB": min(1024, kp), "BINS_": KN.BINS, "ZERO_FIRST": True, "PDL": True}, w),
+        ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp), "PDL": True}, w),
+        ("tiles: compaction remapping (MERGE)", KN.topk_compact_remap_kernel,
+         {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "REMAP_": 16}, w),
     ]
 
 

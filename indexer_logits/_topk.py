@@ -28,7 +28,7 @@ from ._decode import bf16_paged_mqa_logits, fp8_paged_mqa_logits
 from ._prefill import bf16_mqa_logits, fp8_mqa_logits
 from ._tables import interpreting
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, check_k, scratch_bytes_per_row, select_rows,
-                           top_k_output, topk_reference, workspace)
+                           top_k_output, workspace)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
@@ -73,6 +73,24 @@ def _select(logits, k, window, idx, val, ws, *, lo=None, hi=None, lens=None, nex
     idx.copy_(ri)
     if val is not None:
         val.copy_(rv)
+
+
+def topk_reference(logits: torch.Tensor, k: int, lo: torch.Tensor, hi: torch.Tensor):
+    """(indices, values) per row by torch: the window's k largest, ties to the smallest index,
+    indices relative to the window start, -1 / -inf past the window's keys; sorted by score.
+    Reads the windows on the host."""
+    rows = logits.shape[0]
+    idx = torch.full((rows, k), -1, dtype=torch.int32, device=logits.device)
+    val = torch.full((rows, k), float("-inf"), dtype=torch.float32, device=logits.device)
+    for r, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        a, b = max(a, 0), min(b, logits.shape[1])
+        if b <= a:
+            continue
+        v, i = torch.sort(logits[r, a:b].float(), descending=True, stable=True)
+        n = min(k, b - a)
+        idx[r, :n] = i[:n].to(torch.int32)
+        val[r, :n] = v[:n]
+    return idx, val
 
 
 def _answer(idx, val, return_values):

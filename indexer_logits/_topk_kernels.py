@@ -142,6 +142,37 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
     has read the histograms)."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
+    _compact_rows(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, cand_ptr, idx_ptr,
+                  stride_idx, val_ptr, stride_val, chunk_len, idx_ptr, 0, ws_ptr, WINDOW, BLOCK, KP, CAP_,
+                  WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, FIT_CAP_, 0)
+
+
+@triton.jit
+def topk_compact_remap_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
+                              ws_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
+                              list_ptr, list_stride, ws_first_ptr,
+                              WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr,
+                              CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr,
+                              SCAN_SLOTS: tl.constexpr, PDL: tl.constexpr, RANK_TILE_: tl.constexpr,
+                              REMAP_: tl.constexpr):
+    """Kernel 4 of the tiles path's second selection with its remap folded in (setting MERGE): a
+    buffer position p goes out as the window's key list[p // REMAP_] * REMAP_ + p % REMAP_ (the
+    remap kernel's step, indexer_logits._topk_tiles), and the row's last program zeroes the first
+    selection's state (`ws_first_ptr`) beside its own."""
+    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
+        tl_cuda.gdc_wait()
+    _compact_rows(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, cand_ptr, idx_ptr,
+                  stride_idx, val_ptr, stride_val, chunk_len, list_ptr, list_stride, ws_first_ptr, WINDOW, BLOCK,
+                  KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, 0, REMAP_)
+
+
+@triton.jit
+def _compact_rows(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, cand_ptr, idx_ptr,
+                  stride_idx, val_ptr, stride_val, chunk_len, list_ptr, list_stride, ws_first_ptr,
+                  WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
+                  WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
+                  RANK_TILE_: tl.constexpr, FIT_CAP_: tl.constexpr, REMAP_: tl.constexpr):
+    """The compaction kernels' work for one program (topk_compact_kernel's docstring)."""
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -150,25 +181,39 @@ def topk_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n,
     out_idx = idx_ptr + row.to(tl.int64) * stride_idx
     out_val = val_ptr + row.to(tl.int64) * stride_val
     cands = cand_ptr + row.to(tl.int64) * CAP_
+    lrow = list_ptr + row.to(tl.int64) * list_stride
     if FIT_CAP_ > 0:
         level, t1, t2, above = _fit(st, k, hi - lo, FIT_CAP_, BINS_)
         if level == 0:
             m_lo, scale = _range(st, BINS_)
             _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
-                     BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, False)
+                     BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, False, lrow, REMAP_)
     else:  # (the range read first, then the thresholds: the PTX every table was timed with)
         m_lo, scale = _range(st, BINS_)
         t1, t2, above = _thresholds(st, k, hi - lo, BINS_)
         _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
-                 BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True)
+                 BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True, lrow, REMAP_,
+                 ws_first_ptr + row * (16 + 2 * BINS_))
+
+
+@triton.jit
+def _out_key(p, lrow, mask, REMAP_: tl.constexpr):
+    """The index a selected position goes out as: p, or where the compaction remaps (REMAP_, the
+    tiles path's tile) the window's key of buffer position p: list[p // REMAP_] * REMAP_ + p % REMAP_."""
+    if REMAP_ > 0:
+        tile = tl.load(lrow + p // REMAP_, mask=mask, other=0)
+        p = tile * REMAP_ + p % REMAP_
+    return p
 
 
 @triton.jit
 def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
-             BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr):
+             BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
+             lrow, REMAP_: tl.constexpr, st_first=None):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
-    thresholds (t1, t2) and the count of scores above them are given."""
+    thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
+    as keys (_out_key) and the row's last program zeroes `st_first` too."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     offs = tl.arange(0, BLOCK)
@@ -183,7 +228,7 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
             n_take = tl.sum(take.to(tl.int32), 0)
             if n_take > 0:
                 slot = tl.atomic_add(st + 8, n_take, sem="relaxed") + tl.cumsum(take.to(tl.int32), 0) - 1
-                tl.store(out_idx + slot, t - lo, mask=take)
+                tl.store(out_idx + slot, _out_key(t - lo, lrow, take, REMAP_), mask=take)
                 if WRITE_VALUES:
                     tl.store(out_val + slot, x, mask=take)
             n_tie = tl.sum(tie.to(tl.int32), 0)
@@ -193,7 +238,7 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
                 tl.store(cands + slot, packed, mask=tie & (slot < CAP_))
         else:  # one atomic per selected score: no block-wide scan for the few that are
             slot = tl.atomic_add(st + 8 + tl.zeros_like(t), 1, mask=take, sem="relaxed")
-            tl.store(out_idx + slot, t - lo, mask=take)
+            tl.store(out_idx + slot, _out_key(t - lo, lrow, take, REMAP_), mask=take)
             if WRITE_VALUES:
                 tl.store(out_val + slot, x, mask=take)
             slot = tl.atomic_add(st + 9 + tl.zeros_like(t), 1, mask=tie, sem="relaxed")
@@ -202,23 +247,26 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
     done = tl.atomic_add(st + 7, 1)
     if done == tl.num_programs(1) - 1:
         _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
-                BLOCK, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_)
+                BLOCK, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_, lrow, REMAP_)
         if ZERO_STATE:  # every program of the row is done with its state and histograms: zero them
             tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
             tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+            if REMAP_ > 0:  # and the first selection's, which every pick program read before this kernel
+                tl.store(st_first + tl.arange(0, 16), tl.zeros([16], tl.int32))
+                tl.store(st_first + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
 
 
 @triton.jit
 def _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
             BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
-            BINS_: tl.constexpr, RANK_TILE_: tl.constexpr = 0):
+            BINS_: tl.constexpr, RANK_TILE_: tl.constexpr = 0, lrow=None, REMAP_: tl.constexpr = 0):
     n_tie = tl.load(st + 9, cache_modifier=".cg")
     written = tl.minimum(hi - lo, k)
     need = written - above  # candidates still to take
     if need > 0:
         if n_tie <= CAP_:
             if RANK_TILE_ > 0:
-                _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES, RANK_TILE_)
+                _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES, RANK_TILE_, lrow, REMAP_)
             else:
                 # each candidate's rank by pairwise comparison, one candidate against all at a time
                 # (n_tie * CAP_ compares, n_tie being a handful: far cheaper than tl.sort's bitonic
@@ -231,12 +279,12 @@ def _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, a
                     rank += (tl.load(cands + j, cache_modifier=".cg") > packed).to(tl.int32)
                 t = 0x7FFFFFFF - (packed & 0x7FFFFFFF).to(tl.int32)
                 keep = (r < n_tie) & (rank < need)
-                tl.store(out_idx + above + rank, t - lo, mask=keep)
+                tl.store(out_idx + above + rank, _out_key(t - lo, lrow, keep, REMAP_), mask=keep)
                 if WRITE_VALUES:
                     tl.store(out_val + above + rank, _score((packed >> 32).to(tl.int32)), mask=keep)
         else:
             _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, BLOCK, WRITE_VALUES,
-                      BINS_)
+                      BINS_, lrow, REMAP_)
     r = tl.arange(0, KP)
     pad = (r >= written) & (r < k)
     tl.store(out_idx + r, tl.full([KP], -1, tl.int32), mask=pad)
@@ -245,7 +293,8 @@ def _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, a
 
 
 @triton.jit
-def _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES: tl.constexpr, RT: tl.constexpr):
+def _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES: tl.constexpr, RT: tl.constexpr,
+                   lrow=None, REMAP_: tl.constexpr = 0):
     """The candidates' ranks by (score descending, index ascending), RT of them against RT others a
     step ([RT, RT] compares in registers), and the first `need` written after `above`: for the
     usual handful (n_tie <= RT) one step and two loads, where one candidate at a time costs an
@@ -260,14 +309,14 @@ def _rank_in_tiles(cands, n_tie, need, above, lo, out_idx, out_val, WRITE_VALUES
             rank += tl.sum((b[None, :] > a[:, None]).to(tl.int32), 1)
         t = 0x7FFFFFFF - (a & 0x7FFFFFFF).to(tl.int32)
         keep = (i0 + r < n_tie) & (rank < need)
-        tl.store(out_idx + above + rank, t - lo, mask=keep)
+        tl.store(out_idx + above + rank, _out_key(t - lo, lrow, keep, REMAP_), mask=keep)
         if WRITE_VALUES:
             tl.store(out_val + above + rank, _score((a >> 32).to(tl.int32)), mask=keep)
 
 
 @triton.jit
 def _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, BLOCK: tl.constexpr,
-              WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr):
+              WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, lrow=None, REMAP_: tl.constexpr = 0):
     """More candidates than the buffer holds: find the k-th candidate's 32-bit key exactly, 8 bits
     a scan of the row (keys with the sign bit flipped: unsigned order), then take the candidates
     above it and the first of those equal to it, in index order. Candidates: the scores in
@@ -305,7 +354,7 @@ def _overflow(base, lo, hi, m_lo, scale, t1, t2, need, above, out_idx, out_val, 
         slot_hi = above + n_hi + tl.cumsum(hi_m.to(tl.int32), 0) - 1
         slot = tl.where(hi_m, slot_hi, above + (need - left) + at_rank)
         keep = hi_m | at_m
-        tl.store(out_idx + slot, t - lo, mask=keep)
+        tl.store(out_idx + slot, _out_key(t - lo, lrow, keep, REMAP_), mask=keep)
         if WRITE_VALUES:
             tl.store(out_val + slot, x, mask=keep)
         n_hi += tl.sum(hi_m.to(tl.int32), 0)

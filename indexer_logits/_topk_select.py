@@ -1,5 +1,6 @@
 """Launching the top-k selection (indexer_logits._topk_fused, or _topk_kernels) over a block of
-logits rows, and its torch reference. Grids and chunking depend on shapes and the SM count only."""
+logits rows (its torch reference: indexer_logits._topk.topk_reference). Grids and chunking depend on
+shapes and the SM count only."""
 
 from __future__ import annotations
 
@@ -230,11 +231,12 @@ _DEVICE_SLUGS: dict = {}
 
 
 def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=(),
-                   range_done: bool = False, fit_cap: int = 0) -> None:
+                   range_done: bool = False, fit_cap: int = 0, remap=None) -> None:
     """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction
     (without the range kernel where the kernel before merged the rows' ranges: `range_done`; with
     `fit_cap`, round 2 and the compaction skip the rows whose threshold bin holds few enough
-    scores, and the rows' state is left for the caller to zero: _topk_digits._fit)."""
+    scores, and the rows' state is left for the caller to zero: _topk_digits._fit; with `remap`,
+    (tiles list, tile, first state), the tiles path's compaction that writes keys)."""
     kn = kernels()
     BINS, BLOCK_ = s["BINS"], s["BLOCK"]
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
@@ -245,10 +247,15 @@ def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo,
         launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK_,
                BINS_=BINS, PDL=pdl, FIT_CAP_=fit_cap, **options)
     val = indices if values is None else values
-    launch(kn.topk_compact_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
-           chunk, WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
-           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], PDL=pdl,
-           RANK_TILE_=s["RANK_TILE"], FIT_CAP_=fit_cap, **options)
+    args = (*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk)
+    consts = dict(WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
+                  WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], PDL=pdl,
+                  RANK_TILE_=s["RANK_TILE"], **options)
+    if remap is None:
+        launch(kn.topk_compact_kernel, grid, *args, FIT_CAP_=fit_cap, **consts)
+    else:
+        tiles, tile, ws_first = remap
+        launch(kn.topk_compact_remap_kernel, grid, *args, tiles, tiles.stride(0), ws_first, REMAP_=tile, **consts)
 
 
 def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
@@ -299,10 +306,11 @@ def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
 def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
     """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
     pick (counts, then the picks), the gather (and its keys' range), three of the four kernels over
-    the picked tiles' keys, the remap: twelve launches (eleven with MERGE: the pick gathers). The
-    selection over the maxima keeps its state in its own workspace (`ws_first`), which its pick
-    reads after it and the gather (with MERGE, the remap) zeroes; its round 2 and compaction skip
-    the rows where round 1's bin already names at most 2k tiles."""
+    the picked tiles' keys, the remap: twelve launches (ten with MERGE: the pick gathers, the last
+    compaction remaps). The selection over the maxima keeps its state in its own workspace
+    (`ws_first`), which its pick reads after it and the gather (with MERGE, the last compaction)
+    zeroes; its round 2 and compaction skip the rows where round 1's bin already names at most 2k
+    tiles."""
     tk = tiles_kernels()
     maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau, ws_first = scratch
     rows, width = logits.shape
@@ -336,10 +344,12 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
         launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0),
                cand_len, buf, buf.stride(0), ws, ws_first, per_program, WINDOW=window, TILE_=T, STEP=step,
                BINS_=s["BINS"], **options)
+    remap = (tiles, T, ws_first) if s["MERGE"] else None  # the compaction writes keys: no remap kernel
     _launch_rounds(launch, s, buf, k, WINDOW_LIMIT, indices, values, ws, cands, None, None, cand_len, 1,
-                   range_done=True)
-    launch(tk.topk_tile_remap_kernel, (rows, -(-k // kb)), indices, indices.stride(0), tiles, tiles.stride(0), k,
-           ws_first, TILE_=T, KB=kb, BINS_=s["BINS"], ZERO_FIRST=bool(s["MERGE"]), **options)
+                   range_done=True, remap=remap)
+    if not s["MERGE"]:
+        launch(tk.topk_tile_remap_kernel, (rows, -(-k // kb)), indices, indices.stride(0), tiles, tiles.stride(0), k,
+               TILE_=T, KB=kb, **options)
 
 
 _PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles}
@@ -378,21 +388,3 @@ def _pdl(device, setting=None) -> bool:
     if device.type != "cuda":
         return False
     return torch.cuda.get_device_capability(device)[0] >= 9
-
-
-def topk_reference(logits: torch.Tensor, k: int, lo: torch.Tensor, hi: torch.Tensor):
-    """(indices, values) per row by torch: the window's k largest, ties to the smallest index,
-    indices relative to the window start, -1 / -inf past the window's keys; sorted by score.
-    Reads the windows on the host."""
-    rows = logits.shape[0]
-    idx = torch.full((rows, k), -1, dtype=torch.int32, device=logits.device)
-    val = torch.full((rows, k), float("-inf"), dtype=torch.float32, device=logits.device)
-    for r, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
-        a, b = max(a, 0), min(b, logits.shape[1])
-        if b <= a:
-            continue
-        v, i = torch.sort(logits[r, a:b].float(), descending=True, stable=True)
-        n = min(k, b - a)
-        idx[r, :n] = i[:n].to(torch.int32)
-        val[r, :n] = v[:n]
-    return idx, val

@@ -38,7 +38,7 @@ ALLOWED = {
 }
 # the tiles path: the four kernels' settings (both of its selections), its tile (0: the model's),
 # whether its first selection stops at the bin that fits the pick, whether its own kernels
-# launch with PDL, and whether the pick gathers the tiles it picks
+# launch with PDL, and whether the pick gathers the tiles it picks and the last compaction remaps
 ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "FIT": (False, True), "OWN_PDL": (False, True), "MERGE": (False, True)}
 

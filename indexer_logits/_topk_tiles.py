@@ -25,7 +25,8 @@ With a row of n keys cut into tiles of TILE (aligned to the row's window start):
    and no gather kernel runs.
 5. the four-kernel selection over the buffer, less its range kernel (its window: the picked
    tiles' keys, the row's partial last tile cut off at the window's end), then
-6. remap: a buffer position p is key tile[p // TILE] * TILE + p % TILE of the window.
+6. remap: a buffer position p is key tile[p // TILE] * TILE + p % TILE of the window (with MERGE,
+   written so by the second selection's compaction: no remap kernel).
 
 Keys read: the row once (cheap: a load and a max a key), then the selection's passes over
 n / TILE maxima and about k * TILE gathered keys, where the four kernels alone pass over all n
@@ -56,10 +57,11 @@ FIT = True
 # kernel before it), as the four kernels' last three do: a tuner axis, not yet timed on a GPU
 # (predicted ~0.5-1 us a launch boundary, same section), so off by default.
 OWN_PDL = False
-# Whether the pick copies each tile's scores as it picks it (topk_tile_pick_gather_kernel), so that the
-# gather kernel is not launched: one launch and one re-read of the picked list fewer, a smaller pick
-# step. A tuner axis, not yet timed on a GPU (predicted 2-4 us less at 64 x 128K: the gather is
-# 5.5 us of kernel there, docs/PERF.md), so off by default.
+# Whether the pick copies each tile's scores as it picks it (topk_tile_pick_gather_kernel) and the second
+# selection's compaction writes keys (_topk_kernels.topk_compact_remap_kernel), so that neither the
+# gather nor the remap kernel is launched: ten launches, not twelve. A tuner axis, not yet timed on a
+# GPU (predicted 3-6 us less at 64 x 128K: gather and remap are 7.2 us of kernels there, docs/PERF.md),
+# so off by default.
 MERGE = False
 
 
@@ -228,7 +230,8 @@ def topk_tile_pick_gather_kernel(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr,
     """Passes 3b and 4 in one (setting MERGE): as each program picks a tile it copies the tile's
     scores to the buffer at the tile's slot, and it merges the range of the keys it copied into the
     second selection's state (`ws_second_ptr`), as the gather kernel would; the first selection's
-    state (`ws_ptr`) is zeroed by the remap kernel instead, after every pick program has read it.
+    state (`ws_ptr`) is zeroed by the second selection's compaction instead (MERGE's other half,
+    _topk_kernels.topk_compact_remap_kernel), after every pick program has read it.
     PB: maxima a step, few enough that a step's [PB, TILE_] scores sit in registers."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
@@ -346,19 +349,13 @@ def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
 
 
 @triton.jit
-def topk_tile_remap_kernel(idx_ptr, idx_stride, list_ptr, list_stride, k, ws_first_ptr, TILE_: tl.constexpr,
-                           KB: tl.constexpr, BINS_: tl.constexpr, ZERO_FIRST: tl.constexpr = False,
+def topk_tile_remap_kernel(idx_ptr, idx_stride, list_ptr, list_stride, k, TILE_: tl.constexpr, KB: tl.constexpr,
                            PDL: tl.constexpr = False):
-    """Pass 6: buffer positions to the window's key indices, in place (-1 stays -1); with
-    ZERO_FIRST (setting MERGE: no gather kernel to do it), the first selection's state zeroed."""
+    """Pass 6: buffer positions to the window's key indices, in place (-1 stays -1). (With MERGE the
+    second selection's compaction writes keys itself: _topk_kernels.topk_compact_remap_kernel.)"""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
     row = tl.program_id(0)
-    if ZERO_FIRST:
-        if tl.program_id(1) == 0:  # every pick program has read it: zero it for the next call
-            st1 = ws_first_ptr + row * (16 + 2 * BINS_)
-            tl.store(st1 + tl.arange(0, 16), tl.zeros([16], tl.int32))
-            tl.store(st1 + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
     i = tl.program_id(1) * KB + tl.arange(0, KB)
     irow = idx_ptr + row.to(tl.int64) * idx_stride
     p = tl.load(irow + i, mask=i < k, other=-1)

@@ -53,7 +53,7 @@ def _select(logits, k, lo, hi, values=True, path=None):
 def assert_same_topk(idx, val, logits, k, lo, hi):
     """Index sets equal torch's under the tie rule (smallest index wins), scores match them,
     -1 / -inf exactly past the window's keys."""
-    ref_idx, ref_val = S.topk_reference(logits, k, lo, hi)
+    ref_idx, ref_val = _topk.topk_reference(logits, k, lo, hi)
     for r in range(logits.shape[0]):
         n = max(0, min(int(hi[r]), logits.shape[1]) - max(int(lo[r]), 0))
         got = idx[r].tolist()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import indexer_logits as K
-from indexer_logits import _topk, _topk_select as S, _topk_tiles as TT
+from indexer_logits import _topk, _topk_kernels, _topk_select as S, _topk_tiles as TT
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.space import Problem
 
@@ -78,13 +78,18 @@ def test_top_scores_clustered_in_a_few_tiles(scratch):
 
 
 @needs_interpreter
-@pytest.mark.parametrize("levels, merge", [(2, False), (5, False), (5, True)])
-def test_tile_maxima_tied_at_the_bound(levels, merge, scratch, monkeypatch):
+@pytest.mark.parametrize("levels, merge, rank_tile", [(2, False, 32), (5, False, 32), (2, True, 32), (5, True, 32),
+                                                      (5, True, 0)])
+def test_tile_maxima_tied_at_the_bound(levels, merge, rank_tile, scratch, monkeypatch):
     """Scores of a few values: most tiles' maxima equal the bound, so the pick takes the first k
     of them in key order (the tied count carried across steps and chunks: a dozen or more chunks a
-    row, several steps each here), and ties at the k-th score go to the smallest indices."""
+    row, several steps each here), and ties at the k-th score go to the smallest indices. With
+    MERGE the second selection's compaction writes keys from each of its writes: the scores above
+    its bin, the candidates ranked in tiles (rank_tile 32) or one at a time (0), and the overflow
+    path (two levels: more ties than its candidate buffer holds)."""
     monkeypatch.setattr(TT, "PICK_BLOCK", 16)
     monkeypatch.setattr(TT, "MERGE", merge)
+    monkeypatch.setattr(_topk_kernels, "RANK_TILE", rank_tile)
     rows, width, k = 2, 9000, 200
     x = torch.randint(0, levels, (rows, width), generator=torch.Generator().manual_seed(3)).float()
     lo, hi = _full(rows, width)
@@ -138,7 +143,7 @@ def test_the_pick_stops_at_the_bin_that_fits(cap, fit, level, merge, scratch, mo
     if cap is not None:
         monkeypatch.setattr(TT, "fit_cap", lambda k: k + cap)
     monkeypatch.setattr(TT, "FIT", fit)
-    monkeypatch.setattr(TT, "MERGE", merge)  # (then the remap zeroes the first selection's state)
+    monkeypatch.setattr(TT, "MERGE", merge)  # (then the last compaction zeroes the first selection's state)
     rows, width, k = 3, 10240, 256
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(5))
     lo, hi = _full(rows, width)
@@ -186,15 +191,16 @@ def test_the_recorded_launches_key_holds_what_the_launch_code_reads(monkeypatch)
 @needs_interpreter
 @pytest.mark.parametrize("merge", [False, True])
 def test_merge_launches_the_pick_that_gathers(merge, monkeypatch):
-    """MERGE: the pick copies the tiles (topk_tile_pick_gather_kernel) and no gather kernel runs,
-    the remap zeroes the first selection's state; off, the pick, then the gather. Eleven launches
-    or twelve, the answer torch's either way and the workspace left zero (_select)."""
+    """MERGE: the pick copies the tiles (topk_tile_pick_gather_kernel) and the second selection's
+    compaction writes keys (topk_compact_remap_kernel, which zeroes the first selection's state):
+    no gather, no remap kernel. Off: the pick, the gather, the plain compaction, the remap. Ten
+    launches or twelve, the answer torch's either way and the workspace left zero (_select)."""
     names = []
     real = S._recorded_launches.run
 
     def watch(tag, inputs, key, launches, out_index):
         def launch(fn, grid, *args, **kw):
-            names.append((fn.fn.__name__, kw.get("ZERO_FIRST")))
+            names.append(fn.fn.__name__)
             return S._recorded_launches.plain(fn, grid, *args, **kw)
         return launches(launch)
     monkeypatch.setattr(S._recorded_launches, "run", watch)
@@ -205,10 +211,12 @@ def test_merge_launches_the_pick_that_gathers(merge, monkeypatch):
     hi[1] = width - 7
     idx, val = _select(x, k, lo, hi, path="tiles")
     assert_same_topk(idx, val, x, k, lo, hi)
-    kernels = [n for n, _ in names]
+    kernels = names
     assert ("topk_tile_pick_gather_kernel" in kernels) == merge
     assert ("topk_tile_gather_kernel" in kernels) == ("topk_tile_pick_kernel" in kernels) == (not merge)
-    assert len(kernels) == (11 if merge else 12) and names[-1] == ("topk_tile_remap_kernel", merge)
+    assert len(kernels) == (10 if merge else 12) and ("topk_tile_remap_kernel" in kernels) == (not merge)
+    assert ("topk_compact_remap_kernel" in kernels) == merge
+    assert kernels[-1] == ("topk_compact_remap_kernel" if merge else "topk_tile_remap_kernel")
 
 
 @needs_interpreter

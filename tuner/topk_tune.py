@@ -18,8 +18,8 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
   one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles 8-32, where the model's
   sqrt(width / k) lies; its first selection stopping at the bin that fits the pick (FIT) or
   finding the exact k-th tile maximum: which pays depends on how the maxima spread; its own
-  kernels launched with PDL or without, and its pick gathering the tiles it picks or a gather
-  kernel after it (both untimed when added).
+  kernels launched with PDL or without, and its pick gathering the tiles it picks and its last
+  compaction writing keys, or a gather and a remap kernel (both untimed when added).
 
 The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
 bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of

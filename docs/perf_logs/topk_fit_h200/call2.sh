@@ -10,10 +10,11 @@
 # us end to end (six launch boundaries, ~0.5-1 us each, as the logits kernel's PDL saved ~1 us);
 # fit+pdl 64 x 128K ~350-352 us, 1.26-1.27 of the logits; 102 x 1M block a few us less. Then the
 # 64x131072 bucket re-tuned with FIT in the space, and bench.topk end to end with that table (call3.sh).
-# Added 2026-12-05 (no GPU that session), MERGE: the pick copies the tiles it picks, no gather kernel.
-# Predicted: -2 to -4 us of the selection at 64 x 128K (the gather's 5.5 us of kernel, less the copy
-# the pick now does: ~2.4K tiles x 8 keys a row, 5 MB in all); fit+pdl+merge 64 x 128K ~346-350 us,
-# 1.25-1.26 of the logits. The tune tries MERGE too (128 tiles settings a bucket).
+# Added 2026-12-05 (no GPU that session), MERGE: the pick copies the tiles it picks and the last
+# compaction writes keys: no gather, no remap kernel (ten launches, not twelve). Predicted: -3 to -6
+# us of the selection at 64 x 128K (gather 5.5 and remap 1.7 us of kernels, less the copy the pick now
+# does: ~2.4K tiles x 8 keys a row, 5 MB in all, and the compaction's list reads, k a row);
+# fit+pdl+merge 64 x 128K ~344-350 us, 1.24-1.26 of the logits. The tune (call3.sh) tries MERGE too.
 set -x
 python3 docs/perf_logs/topk_fit_h200/fit_ab.py --out $OUT/fit_ab.json > $OUT/fit_ab.log 2>&1
 tail -5 $OUT/fit_ab.log
