@@ -116,10 +116,10 @@ def main(argv=None) -> int:
     if a.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(f"{'kernel':<34}{'warps':>6}{'regs':>6}{'spill st':>10}{'spill ld':>10}{'stack':>7}{'shared':>8}   "
+        print(f"{'kernel':<38}{'warps':>6}{'regs':>6}{'spill st':>10}{'spill ld':>10}{'stack':>7}{'shared':>8}   "
               f"({a.target}, k {a.k})")
         for r in rows:
-            print(f"{r['kernel']:<34}{r['num_warps']:>6}{r['registers']:>6}{r['spill_stores']:>10}{r['spill_loads']:>10}"
+            print(f"{r['kernel']:<38}{r['num_warps']:>6}{r['registers']:>6}{r['spill_stores']:>10}{r['spill_loads']:>10}"
                   f"{r['stack_bytes']:>7}{r['shared_bytes']:>8}")
     return 0
 

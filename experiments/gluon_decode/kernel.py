@@ -42,6 +42,16 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# What Gluon renamed between the Tritons engines run (the kernel compiles under 3.6, 3.8 and 3.9;
+# xcompile_check.py under each): a CTA barrier (3.6 `thread_barrier`, 3.8+ `barrier`), the TMA copies
+# (3.6 `async_copy_*`, 3.8 both names, 3.9 `async_load` / `async_store` only), and a shared-memory
+# view of another type (`_reinterpret` in 3.6 and 3.8, `reinterpret` in 3.9: a method, so chosen by a
+# constexpr branch whose dead side is never compiled).
+_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+PUBLIC_REINTERPRET: gl.constexpr = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+
 # Problem constants (the only shape this experiment serves).
 HEADS: gl.constexpr = gl.constexpr(64)
 HEAD_DIM: gl.constexpr = gl.constexpr(128)
@@ -132,6 +142,16 @@ SETTINGS_N2 = {
 }
 
 @gluon.jit
+def _as_fp32_row(buf, layout: gl.constexpr):
+    """A [PAGE] fp32 view of one slot of a shared-memory ring (the scales', the logits')."""
+    if PUBLIC_REINTERPRET:
+        view = buf.reinterpret(gl.float32, [PAGE], layout)
+    else:
+        view = buf._reinterpret(gl.float32, [PAGE], layout)
+    return view
+
+
+@gluon.jit
 def _slot(i, NUM_BUF: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
     """(ring slot, mbarrier phase parity) of tile i. With two consumers each has its own half of
     the ring (tile i goes to consumer i % 2), so a consumer that runs ahead cannot mistake a later
@@ -172,7 +192,7 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_l
             mbarrier.wait(ready.index(s), phase)
             if DIAG == DIAG_READ_ONLY:
                 # the bare read through this ring: release the slot at once, no math, no store
-                gl.thread_barrier()
+                _barrier()
                 mbarrier.arrive(empty.index(s))
             else:
                 k = k_bufs.index(s).reshape([PAGE, HEAD_DIM])
@@ -181,10 +201,10 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_l
                     sc = gl.full([PAGE], 1.0, gl.float32, row_l)
                 else:
                     # (the [1, 64] NVMMA(swizzle 0) slot read as plain 1-D fp32 words: verified on the H200)
-                    sc = s_bufs.index(s)._reinterpret(gl.float32, [PAGE], scale_sl).load(row_l)
+                    sc = _as_fp32_row(s_bufs.index(s), scale_sl).load(row_l)
                 # Every thread of the warpgroup is done with the slot (wgmma waited, scales in
                 # registers) before one thread releases it to the producer.
-                gl.thread_barrier()
+                _barrier()
                 mbarrier.arrive(empty.index(s))
                 t = (first_tile + i) * PAGE + offs_t
                 if NEXT_N == 2:
@@ -210,10 +230,10 @@ def _consumer(w_ptr, out_ptr, w_stride, out_stride, b, lim0, lim1, max_context_l
                     elif DIAG == DIAG_TMA_STORE:
                         j = (i // NUM_CONSUMERS) % 2
                         tma.store_wait(1)  # the bulk store that last read this buffer (two tiles ago) is done
-                        o_smem.index(j)._reinterpret(gl.float32, [PAGE], scale_sl).store(logits)
+                        _as_fp32_row(o_smem.index(j), scale_sl).store(logits)
                         fence_async_shared()
-                        gl.thread_barrier()
-                        tma.async_copy_shared_to_global(out_desc, [b, (first_tile + i) * PAGE], o_smem.index(j))
+                        _barrier()
+                        _tma_store(out_desc, [b, (first_tile + i) * PAGE], o_smem.index(j))
                     elif DIAG == DIAG_STORE_EVICT_LAST:
                         gl.store(out_row + t, logits, mask=t < limit, eviction_policy="evict_last")
                     elif CLEAN:
@@ -270,7 +290,7 @@ def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tile
               NEXT_N: gl.constexpr):
     if n_tiles > 0:
         mbarrier.expect(q_bar, NEXT_N * HEADS * HEAD_DIM)
-        tma.async_copy_global_to_shared(q_desc, [b, 0, 0], q_bar, q_smem)
+        _tma_load(q_desc, [b, 0, 0], q_bar, q_smem)
     # The run's block-table entries in one vector load (entries below the length only).
     bt_l: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     offs = gl.arange(0, TILES_P2, layout=bt_l)
@@ -283,11 +303,11 @@ def _producer(kv_desc, sc_desc, q_desc, bt_ptr, bt_stride, b, first_tile, n_tile
         bar = ready.index(s)
         if DIAG == DIAG_NO_SCALES:
             mbarrier.expect(bar, PAGE * HEAD_DIM)
-            tma.async_copy_global_to_shared(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
+            _tma_load(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
         else:
             mbarrier.expect(bar, TILE_BYTES)
-            tma.async_copy_global_to_shared(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
-            tma.async_copy_global_to_shared(sc_desc, [page, SCALE_COL], bar, s_bufs.index(s))
+            _tma_load(kv_desc, [page, 0, 0], bar, k_bufs.index(s))
+            _tma_load(sc_desc, [page, SCALE_COL], bar, s_bufs.index(s))
 
 
 @gluon.jit
