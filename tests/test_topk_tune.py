@@ -178,7 +178,8 @@ def test_the_space_holds_what_the_h200_taught():
     assert all(s["BLOCK"] <= 4096 for s in topk_tune.space("row", 128, 8192, 132))
     assert not topk_tune.space("row", 64, 131072, 132)
     tiles = topk_tune.space("tiles", 16, 1 << 20, 132)
-    assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16, 32} and not topk_tune.space("tiles", 64, 65536, 132)
+    assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16, 32} and not topk_tune.space("tiles", 64, 32768, 132)
+    assert topk_tune.space("tiles", 256, 65536, 132)  # a prefill block of 64K-key rows: tiles is tried there
     assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True, False}
     for s in tiles:  # every setting the space names is one a table may hold
         T.validate({"format": 1, "gpu_slug": "x", "k": 2048, "entries": [

@@ -14,8 +14,8 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
 - the four kernels' histogram cost grows with the bins (tl.histogram: ~log2(B) * B / 32 per key):
   32 or 64 bins, two rounds;
 - the tiles path (two selections, over tile maxima and over the picked tiles' keys) only on rows of
-  TILES_TRIED_FROM (128K) keys or more, where the pruning can pay for its phases (a row of 128K: level;
-  one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles 8-32, where the model's
+  TILES_TRIED_FROM (64K) keys or more, where the pruning can pay for its phases (rows of 64K and 128K:
+  level; one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles 8-32, where the model's
   sqrt(width / k) lies; its first selection stopping at the bin that fits the pick (FIT) or
   finding the exact k-th tile maximum: which pays depends on how the maxima spread; its own
   kernels launched with PDL or without, and its pick gathering the tiles it picks and its last
@@ -48,13 +48,16 @@ from .inputs import make_decode_inputs
 from .space import Problem
 from .timing import time_cuda_graph
 
-DEFAULT_BUCKETS = ((1, 1 << 20), (64, 32768), (64, 131072), (128, 8192), (256, 8192))
+# The issue's decode shapes, 256 x 8K, and 256 x 64K: the blocks a prefill of 64K-key rows selects in
+# (4096 x 64K: 204 rows a block at the default scratch), which an entry serves within an octave.
+DEFAULT_BUCKETS = ((1, 1 << 20), (64, 32768), (64, 131072), (128, 8192), (256, 8192), (256, 65536))
 DEFAULT_K = 2048
 MARGIN = 0.02  # a tuned setting is kept only this much faster than the built-in choice (else the built-in)
 ROUNDS = 3     # alternated timings of the best and the built-in choice, the fastest of each kept
-# the tiles path is tried from rows of this many keys: half "auto"'s threshold (_topk_select.TILES_MIN_WIDTH),
-# since at 64 x 128K it timed level with rounds end to end (docs/PERF.md "Top-k: tiles")
-TILES_TRIED_FROM = 1 << 17
+# the tiles path is tried from rows of this many keys: a quarter of "auto"'s threshold
+# (_topk_select.TILES_MIN_WIDTH), since it timed level with rounds at 64 x 128K end to end and at a
+# prefill block of 204 x 64K (141 us each, the selection alone; docs/PERF.md "Top-k: tiles")
+TILES_TRIED_FROM = 1 << 16
 # The row path's step: 4,096 keys (indexer_logits._topk_row.BLOCK). Cross-compiled, 8,192 spills
 # under Triton 3.8 and 3.9 (at 8 and 16 warps) and 2,048 at 16 warps (ptxas held it to 64 registers a
 # thread) under 3.6 and 3.8; 4,096 under none.
