@@ -27,12 +27,13 @@ from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunke
 from ._decode import bf16_paged_mqa_logits, fp8_paged_mqa_logits
 from ._prefill import bf16_mqa_logits, fp8_mqa_logits
 from ._tables import interpreting
-from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, check_k, scratch_bytes_per_row, select_rows,
-                           top_k_output, workspace)
+from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, scratch_bytes_per_row, select_rows,
+                           workspace)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
+MAX_K = 16384                  # the selection's finishing step keeps a [next_pow2(k)] vector in registers
 NEG_INF = float("-inf")
 
 
@@ -41,6 +42,27 @@ def _on_device(device: torch.device) -> bool:
     if os.environ.get(ENV_BACKEND, "").strip().lower() == "reference":
         return False
     return device.type != "cpu" or interpreting()
+
+
+def check_k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValueError(f"k: expected an int in [1, {MAX_K}], got {k!r}")
+    return k
+
+
+def top_k_output(out, rows: int, k: int, device, what: str = "out") -> torch.Tensor:
+    """The caller's int32 [rows, k] index buffer (checked) or a new one."""
+    if out is None:
+        return torch.empty((rows, k), dtype=torch.int32, device=device)
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"{what}: expected a torch.Tensor or None, got {type(out).__name__}")
+    if out.dtype != torch.int32 or out.dim() != 2 or tuple(out.shape) != (rows, k):
+        raise ValueError(f"{what}: expected int32 [{rows}, {k}], got {out.dtype} {list(out.shape)}")
+    if k > 1 and out.stride(1) != 1 or rows > 1 and out.stride(0) < k:
+        raise ValueError(f"{what}: expected contiguous, non-overlapping rows, got strides {list(out.stride())}")
+    if out.device != torch.device(device):
+        raise ValueError(f"{what}: expected device {device}, got {out.device}")
+    return out
 
 
 def _values_output(values_out, rows: int, k: int, device):

@@ -21,7 +21,6 @@ NUM_WARPS = 4
 PROGRAMS_PER_SM = 8   # chunks per row are sized to fill the GPU about this many times over
 SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block prefix sum (True)
 PDL = None            # kernels 2-4 as programmatic dependent launches: None = on CUDA sm_90+
-MAX_K = 16384         # the finishing step keeps a [next_pow2(k)] vector in registers
 # Which selection serves: "rounds" (_topk_kernels: range, two histogram rounds, compaction; four
 # kernels), "fused" (_topk_fused: round 1 over a sampled range, then compaction and selection; two
 # kernels), "row" (_topk_row: one kernel, a program a row) or "auto" (pick_path per call). Timed
@@ -124,37 +123,18 @@ def chunk_size(rows: int, width: int, block: int, programs_per_sm: int) -> int:
     return block * -(-blocks // per_row)
 
 
-def check_k(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValueError(f"k: expected an int in [1, {MAX_K}], got {k!r}")
-    return k
-
-
-def top_k_output(out, rows: int, k: int, device, what: str = "out") -> torch.Tensor:
-    """The caller's int32 [rows, k] index buffer (checked) or a new one."""
-    if out is None:
-        return torch.empty((rows, k), dtype=torch.int32, device=device)
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"{what}: expected a torch.Tensor or None, got {type(out).__name__}")
-    if out.dtype != torch.int32 or out.dim() != 2 or tuple(out.shape) != (rows, k):
-        raise ValueError(f"{what}: expected int32 [{rows}, {k}], got {out.dtype} {list(out.shape)}")
-    if k > 1 and out.stride(1) != 1 or rows > 1 and out.stride(0) < k:
-        raise ValueError(f"{what}: expected contiguous, non-overlapping rows, got strides {list(out.stride())}")
-    if out.device != torch.device(device):
-        raise ValueError(f"{what}: expected device {device}, got {out.device}")
-    return out
-
-
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
                 ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1, path: Optional[str] = None,
-                settings: Optional[dict] = None) -> str:
+                settings: Optional[dict] = None, tile_maxima: Optional[tuple] = None) -> str:
     """Write each row's top-k key indices (relative to its window start) into `indices`, and the
     scores into `values` when given. logits [R, W] float32 with unit column stride. `path`:
     which selection (PATH when None), `settings`: its launch settings over the modules' own
     (path_settings). With neither given and PATH "auto", the GPU's tuned table serves where it
     has an entry for the shape (indexer_logits._topk_table), else pick_path and the modules'
-    settings. Returns the path that ran. A call's launches are recorded on its key's first call
-    and replayed after (indexer_logits._recorded_launches)."""
+    settings. `tile_maxima`: (maxima, ntiles) of the tiles path's tile (tiles_tile), written by
+    the kernel before (a logits kernel's epilogue, experiments/topk_epilogue), in place of the
+    path's first pass. Returns the path that ran. A call's launches are recorded on its key's
+    first call and replayed after (indexer_logits._recorded_launches)."""
     rows, width = logits.shape
     if path is None and settings is None:
         path, settings = _serving(rows, width, logits.device)
@@ -177,15 +157,18 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=logits.device)
     scratch = ()
     if path == "tiles":
-        scratch = (*_tiles_scratch(rows, width, k, s, logits.device), ws.view(-1)[words:2 * words])
+        scratch = (*_tiles_scratch(rows, width, k, s, logits.device, tile_maxima), ws.view(-1)[words:2 * words])
+    elif tile_maxima is not None:
+        raise ValueError(f"tile_maxima: only the tiles path reads tile maxima, not path {path!r}")
+    given = {} if tile_maxima is None else {"maxima_given": True}
     inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
     # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the
     # tiles path's pick step and cap (module values an experiment may change between calls)
     extra = (tiles_kernels().PICK_BLOCK, tiles_kernels().fit_cap(k)) if path == "tiles" else ()
-    key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra)
+    key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra, bool(given))
     _recorded_launches.run("topk:" + path, inputs, key,
                            lambda launch: launch_code(launch, s, logits, k, window, indices, values, ws, cands,
-                                                      lo, hi, lens, next_n, scratch), out_index=1)
+                                                      lo, hi, lens, next_n, scratch, **given), out_index=1)
     return path
 
 
@@ -288,13 +271,37 @@ def _tile(s: dict, width: int, k: int) -> int:
     return s["TILE"] or tiles_kernels().tile_for(width, k)
 
 
-def _tiles_scratch(rows: int, width: int, k: int, s: dict, device) -> tuple:
+def tiles_tile(rows: int, width: int, k: int, device) -> int:
+    """The tile of the tiles path where it serves a call of this shape unasked (select_rows with
+    neither path nor settings), else 0: the tile a logits epilogue writes tile_maxima for."""
+    path, settings = _serving(rows, width, torch.device(device))
+    return _tile(path_settings("tiles", settings), width, k) if path == "tiles" else 0
+
+
+def _tiles_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
     """The tiles path's buffers, as indexer_logits._topk_tiles.scratch_shapes lists (and
-    scratch_bytes counts) them."""
+    scratch_bytes counts) them; the first two (maxima, tile counts) are `given`'s where given."""
     tile = _tile(s, width, k)
     chunks = _pick_chunks(rows, tiles_kernels().tiles_for(width, tile), s)[1]
-    return tuple(torch.empty(shape, dtype=torch.float32 if real else torch.int32, device=device)
-                 for shape, real in tiles_kernels().scratch_shapes(rows, width, k, tile, chunks))
+    shapes = tiles_kernels().scratch_shapes(rows, width, k, tile, chunks)
+    if given is not None:
+        _check_tile_maxima(given, rows, shapes[0][0][1], device)
+    return tuple(given[i] if given is not None and i < 2 else
+                 torch.empty(shape, dtype=torch.float32 if real else torch.int32, device=device)
+                 for i, (shape, real) in enumerate(shapes))
+
+
+def _check_tile_maxima(given, rows: int, tiles: int, device) -> None:
+    """(maxima float32 [rows, >= tiles] of unit column stride, ntiles int32 [rows]) on the logits' device."""
+    ok = isinstance(given, tuple) and len(given) == 2 and all(isinstance(t, torch.Tensor) for t in given)
+    maxima, ntiles = given if ok else (None, None)
+    if not (ok and maxima.dtype == torch.float32 and maxima.dim() == 2 and maxima.shape[0] == rows
+            and maxima.shape[1] >= tiles and (tiles <= 1 or maxima.stride(1) == 1) and ntiles.dtype == torch.int32
+            and tuple(ntiles.shape) == (rows,) and ntiles.is_contiguous()
+            and maxima.device == ntiles.device == torch.device(device)):
+        raise ValueError(f"tile_maxima: expected (float32 [{rows}, >= {tiles}] with unit column stride, int32 "
+                         f"[{rows}]) on {device}, got " + (", ".join(f"{t.dtype} {list(t.shape)} on {t.device}"
+                                                                   for t in given) if ok else repr(type(given))))
 
 
 def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
@@ -303,7 +310,8 @@ def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
     return chunk, max(1, -(-nt // chunk))
 
 
-def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch) -> None:
+def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch,
+                  maxima_given: bool = False) -> None:
     """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
     pick (counts, then the picks), the gather (and its keys' range), three of the four kernels over
     the picked tiles' keys, the remap: twelve launches (ten with MERGE: the pick gathers, the last
@@ -319,10 +327,11 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     win = _window_args(logits, indices, lo, hi, lens, next_n)
     pdl = _pdl(logits.device, s["OWN_PDL"])  # its own kernels as programmatic dependent launches, where set
     options = dict(_launch_options(pdl, s["NUM_WARPS"]), PDL=pdl)
-    nt = maxima.shape[1]
+    nt = tiles_kernels().tiles_for(logits.shape[1], T)  # (given maxima may be wider)
     chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
-    launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
-           WINDOW=window, TILE_=T, STEP=step, **options)
+    if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
+        launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
+               WINDOW=window, TILE_=T, STEP=step, **options)
     fit = tk.fit_cap(k) if s["FIT"] else 0
     _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws_first, cands, None, None, ntiles, 1,
                    fit_cap=fit)

@@ -192,11 +192,11 @@ def test_paged_topk_on_the_row_path(launches):
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="^k: "):
-        S.check_k(0)
+        _topk.check_k(0)
     with pytest.raises(ValueError, match="^k: "):
-        S.check_k(2.0)
+        _topk.check_k(2.0)
     with pytest.raises(ValueError, match="^out: expected int32"):
-        S.top_k_output(torch.empty(2, 3), 2, 3, "cpu")
+        _topk.top_k_output(torch.empty(2, 3), 2, 3, "cpu")
     with pytest.raises(ValueError, match="^max_scratch_bytes"):
         _topk.scratch_rows(4, 10, max_scratch_bytes=0)
 

@@ -293,3 +293,41 @@ def test_ragged_prefill_over_tiles(launches, monkeypatch):
     assert launches["paths"] == ["tiles"] * -(-20 // step)
     logits = K.fp8_mqa_logits(*inp.args())
     assert_same_topk(idx, None, logits, 128, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
+
+
+@needs_interpreter
+def test_tile_maxima_given_replace_the_first_pass(monkeypatch):
+    """select_rows' tile_maxima (what a logits epilogue writes: experiments/topk_epilogue): the
+    tiles path launches no maxima kernel, reads the given ones (a wider buffer too) and stays
+    exact; maxima of the wrong form, or for another path, are refused naming the argument."""
+    names = []
+    real = S._recorded_launches.run
+
+    def watch(tag, inputs, key, launches, out_index):
+        def launch(fn, grid, *args, **kw):
+            names.append(fn.fn.__name__)
+            return S._recorded_launches.plain(fn, grid, *args, **kw)
+        return launches(launch)
+    monkeypatch.setattr(S._recorded_launches, "run", watch)
+    rows, width, k, tile = 3, 9000, 200, 8
+    monkeypatch.setattr(TT, "TILE", tile)
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(9))
+    lens = torch.tensor([width, width - 13, 5000], dtype=torch.int32)
+    ntiles = (lens + tile - 1) // tile
+    maxima = torch.full((rows, 1200), 123.0)  # wider than the row's tiles: the rest is never read
+    for r in range(rows):
+        row = torch.full((int(ntiles[r]) * tile,), float("-inf"))
+        row[:int(lens[r])] = x[r, :int(lens[r])]
+        maxima[r, :int(ntiles[r])] = row.view(-1, tile).max(1).values
+    idx = torch.full((rows, k), 7, dtype=torch.int32)
+    ws = S.workspace(rows, "cpu")
+    assert S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="tiles",
+                         tile_maxima=(maxima, ntiles.to(torch.int32))) == "tiles"
+    assert "topk_tile_max_kernel" not in names and int(ws.abs().sum()) == 0
+    assert_same_topk(idx, None, x, k, torch.zeros_like(lens), lens)
+    for bad in ((maxima[:, :10], ntiles.to(torch.int32)), (maxima, ntiles.long()), (maxima.double(), ntiles), maxima):
+        with pytest.raises(ValueError, match="tile_maxima"):
+            S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="tiles", tile_maxima=bad)
+    with pytest.raises(ValueError, match="tile_maxima: only the tiles path"):
+        S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="rounds",
+                      tile_maxima=(maxima, ntiles.to(torch.int32)))
