@@ -20,3 +20,6 @@ python3 docs/perf_logs/topk_fit_h200/fit_ab.py --out $OUT/fit_ab.json > $OUT/fit
 tail -5 $OUT/fit_ab.log
 timeout 150 python3 -m pytest -q -m gpu tests/test_topk_gpu.py -k "tiles or memory or tuned" > $OUT/gpu_tests.log 2>&1
 tail -2 $OUT/gpu_tests.log
+# the tile maxima from the logits epilogue (experiments/topk_epilogue/; its prediction in its README)
+timeout 200 python3 experiments/topk_epilogue/ab.py --out $OUT/epilogue_ab.json > $OUT/epilogue_ab.log 2>&1
+tail -8 $OUT/epilogue_ab.log
