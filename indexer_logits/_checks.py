@@ -374,3 +374,18 @@ def check_prefill_paged_values(args: PrefillPagedArgs, kv_cache, row_request, ro
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_pages):
         bad = ids[(ids < 0) | (ids >= num_pages)][0]
         raise ValueError(f"block_table: expected page ids in [0, {num_pages}) inside the valid pages, got {int(bad)}")
+
+
+def check_tile_maxima(given, rows: int, tiles: int, device) -> None:
+    """The top-k's tile_maxima (indexer_logits._topk_select.select_rows): (maxima float32 [rows, >=
+    tiles] of unit column stride, ntiles int32 [rows][, True]) on the logits' device."""
+    ok = (isinstance(given, tuple) and len(given) in (2, 3) and given[2:] in ((), (True,))
+          and all(isinstance(t, torch.Tensor) for t in given[:2]))
+    maxima, ntiles = given[:2] if ok else (None, None)
+    if not (ok and maxima.dtype == torch.float32 and maxima.dim() == 2 and maxima.shape[0] == rows
+            and maxima.shape[1] >= tiles and (tiles <= 1 or maxima.stride(1) == 1) and ntiles.dtype == torch.int32
+            and tuple(ntiles.shape) == (rows,) and ntiles.is_contiguous()
+            and maxima.device == ntiles.device == torch.device(device)):
+        raise ValueError(f"tile_maxima: expected (float32 [{rows}, >= {tiles}] with unit column stride, int32 "
+                         f"[{rows}]) on {device}, got " + (", ".join(f"{t.dtype} {list(t.shape)} on {t.device}"
+                                                                   for t in given[:2]) if ok else repr(given)[:200]))

@@ -12,6 +12,7 @@ import torch
 from . import _api, _recorded_launches, _topk_table
 from ._identity import slugify
 from ._api import get_num_sms
+from ._checks import check_tile_maxima
 
 WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
 # Launch settings: the best of bench.topk --sweep on the H200 (selection alone, 4 decode shapes;
@@ -131,9 +132,10 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     which selection (PATH when None), `settings`: its launch settings over the modules' own
     (path_settings). With neither given and PATH "auto", the GPU's tuned table serves where it
     has an entry for the shape (indexer_logits._topk_table), else pick_path and the modules'
-    settings. `tile_maxima`: (maxima, ntiles) of the tiles path's tile (tiles_tile), written by
-    the kernel before (a logits kernel's epilogue, experiments/topk_epilogue), in place of the
-    path's first pass. Returns the path that ran. A call's launches are recorded on its key's
+    settings. `tile_maxima`: (maxima, ntiles[, True]) of the tiles path's tile (tiles_tile),
+    written by the kernel before (a logits kernel's epilogue, experiments/topk_epilogue) in place
+    of the path's first pass; True: it merged their range into the first selection's state (the
+    second half of `ws`) too. Returns the path that ran. A call's launches are recorded on its key's
     first call and replayed after (indexer_logits._recorded_launches)."""
     rows, width = logits.shape
     if path is None and settings is None:
@@ -160,12 +162,12 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
         scratch = (*_tiles_scratch(rows, width, k, s, logits.device, tile_maxima), ws.view(-1)[words:2 * words])
     elif tile_maxima is not None:
         raise ValueError(f"tile_maxima: only the tiles path reads tile maxima, not path {path!r}")
-    given = {} if tile_maxima is None else {"maxima_given": True}
+    given = {} if tile_maxima is None else {"maxima_given": True, "range_given": tile_maxima[2:] == (True,)}
     inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
     # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the
     # tiles path's pick step and cap (module values an experiment may change between calls)
     extra = (tiles_kernels().PICK_BLOCK, tiles_kernels().fit_cap(k)) if path == "tiles" else ()
-    key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra, bool(given))
+    key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra, *given.values())
     _recorded_launches.run("topk:" + path, inputs, key,
                            lambda launch: launch_code(launch, s, logits, k, window, indices, values, ws, cands,
                                                       lo, hi, lens, next_n, scratch, **given), out_index=1)
@@ -285,23 +287,10 @@ def _tiles_scratch(rows: int, width: int, k: int, s: dict, device, given: Option
     chunks = _pick_chunks(rows, tiles_kernels().tiles_for(width, tile), s)[1]
     shapes = tiles_kernels().scratch_shapes(rows, width, k, tile, chunks)
     if given is not None:
-        _check_tile_maxima(given, rows, shapes[0][0][1], device)
+        check_tile_maxima(given, rows, shapes[0][0][1], device)
     return tuple(given[i] if given is not None and i < 2 else
                  torch.empty(shape, dtype=torch.float32 if real else torch.int32, device=device)
                  for i, (shape, real) in enumerate(shapes))
-
-
-def _check_tile_maxima(given, rows: int, tiles: int, device) -> None:
-    """(maxima float32 [rows, >= tiles] of unit column stride, ntiles int32 [rows]) on the logits' device."""
-    ok = isinstance(given, tuple) and len(given) == 2 and all(isinstance(t, torch.Tensor) for t in given)
-    maxima, ntiles = given if ok else (None, None)
-    if not (ok and maxima.dtype == torch.float32 and maxima.dim() == 2 and maxima.shape[0] == rows
-            and maxima.shape[1] >= tiles and (tiles <= 1 or maxima.stride(1) == 1) and ntiles.dtype == torch.int32
-            and tuple(ntiles.shape) == (rows,) and ntiles.is_contiguous()
-            and maxima.device == ntiles.device == torch.device(device)):
-        raise ValueError(f"tile_maxima: expected (float32 [{rows}, >= {tiles}] with unit column stride, int32 "
-                         f"[{rows}]) on {device}, got " + (", ".join(f"{t.dtype} {list(t.shape)} on {t.device}"
-                                                                   for t in given) if ok else repr(type(given))))
 
 
 def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
@@ -311,7 +300,7 @@ def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
 
 
 def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch,
-                  maxima_given: bool = False) -> None:
+                  maxima_given: bool = False, range_given: bool = False) -> None:
     """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
     pick (counts, then the picks), the gather (and its keys' range), three of the four kernels over
     the picked tiles' keys, the remap: twelve launches (ten with MERGE: the pick gathers, the last
@@ -334,7 +323,7 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
                WINDOW=window, TILE_=T, STEP=step, **options)
     fit = tk.fit_cap(k) if s["FIT"] else 0
     _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws_first, cands, None, None, ntiles, 1,
-                   fit_cap=fit)
+                   range_done=range_given, fit_cap=fit)
     kb = min(1024, 1 << (k - 1).bit_length())
     pick, nch = _pick_chunks(rows, nt, s)
     launch(tk.topk_tile_count_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,

@@ -49,12 +49,32 @@ def _path_maxima(logits, lens, next_n, tile):
     return maxima, ntiles, window, flat
 
 
+def _range_words(maxima, ntiles):
+    """Words 10 and 11 of each row's state as the range kernel leaves them over its maxima: the
+    largest order key and the complement of the smallest finite one, as unsigned keys (key + 2**31)
+    in int32 bits; zero (an empty range) where the row has no tile."""
+    def int32(u):
+        return u - (1 << 32) if u >= 1 << 31 else u
+    out = torch.zeros(maxima.shape[0], 2, dtype=torch.int32)
+    for r in range(maxima.shape[0]):
+        m = maxima[r, :int(ntiles[r])]
+        if m.numel():
+            key = m.view(torch.int32).long()
+            key = torch.where(key < 0, key ^ 0x7FFFFFFF, key)
+            out[r, 0] = int32((int(key.max()) + (1 << 31)) & 0xFFFFFFFF)
+            out[r, 1] = int32(0xFFFFFFFF - ((int(key[m > float("-inf")].min()) + (1 << 31)) & 0xFFFFFFFF))
+    return out
+
+
 @needs_interpreter
 @pytest.mark.parametrize("next_n, lens_mode", [(1, "1d"), (2, "1d"), (2, "2d")])
 @pytest.mark.parametrize("config, tile", [(Config(**K_ROWS), 8), (Config(**K_ROWS, store="run"), 16),
                                           (Config(block_t=32, tiles_per_program=2, dot_dtype="fp16"), 8)],
                          ids=["k_rows", "k_rows-run", "q_rows"])
-def test_the_epilogue_writes_the_paths_tile_maxima(candidate, next_n, lens_mode, config, tile):
+@pytest.mark.parametrize("merge_range", [False, True], ids=["maxima", "maxima+range"])
+def test_the_epilogue_writes_the_paths_tile_maxima(candidate, next_n, lens_mode, config, tile, merge_range):
+    """... and with a state (tile_max's 4th and 5th), the maxima's range merged into it as the
+    first selection's range kernel would: select_rows(tile_maxima=(maxima, ntiles, True))."""
     problem = Problem(next_n=next_n, lens_mode=lens_mode)
     mod, current = candidate(problem, config), candidate(problem, config, "current")
     batch, width, k = 3, 1400, 64
@@ -64,7 +84,11 @@ def test_the_epilogue_writes_the_paths_tile_maxima(candidate, next_n, lens_mode,
     out, ref = torch.empty(rows, width), torch.empty(rows, width)
     maxima = torch.full((rows, TT.tiles_for(width, tile) + 3), 7.0)  # wider than the tiles: never read there
     ntiles = torch.full((rows,), -5, dtype=torch.int32)
-    mod.launch(*args, out, width, False, tile_max=(maxima, ntiles, tile))
+    ws = S.workspace(rows, "cpu")
+    per_row = S.kernels().STATE + 2 * S.path_settings("tiles")["BINS"]
+    first_state = ws.view(-1)[rows * per_row:2 * rows * per_row]
+    extra = (first_state, per_row) if merge_range else ()
+    mod.launch(*args, out, width, False, tile_max=(maxima, ntiles, tile, *extra))
     current.launch(*args, ref, width, False)
     want_max, want_nt, window, flat = _path_maxima(ref, inp.context_lens, next_n, tile)
     r = torch.arange(rows)
@@ -73,10 +97,15 @@ def test_the_epilogue_writes_the_paths_tile_maxima(candidate, next_n, lens_mode,
     for r in range(rows):  # (the logits past a row's limit are unspecified: clean_logits False)
         assert torch.equal(out[r, :int(hi[r])], ref[r, :int(hi[r])])
         assert torch.equal(maxima[r, :int(want_nt[r])], want_max[r, :int(want_nt[r])]), f"row {r}"
+    state = first_state.view(rows, per_row)
+    if merge_range:
+        assert torch.equal(state[:, 10:12], _range_words(want_max, want_nt))
+        assert int(state[:, :10].abs().sum()) == int(state[:, 12:].abs().sum()) == 0
+    else:
+        assert int(ws.abs().sum()) == 0
     idx = torch.full((rows, k), 7, dtype=torch.int32)
-    ws = S.workspace(rows, "cpu")
     S.select_rows(out, k, window, idx, None, ws, lens=flat, next_n=next_n, path="tiles", settings={"TILE": tile},
-                  tile_maxima=(maxima, ntiles))
+                  tile_maxima=(maxima, ntiles, True) if merge_range else (maxima, ntiles))
     assert_same_topk(idx, None, out, k, torch.zeros_like(hi), hi)
     assert int(ws.abs().sum()) == 0
 

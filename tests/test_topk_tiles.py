@@ -325,7 +325,8 @@ def test_tile_maxima_given_replace_the_first_pass(monkeypatch):
                          tile_maxima=(maxima, ntiles.to(torch.int32))) == "tiles"
     assert "topk_tile_max_kernel" not in names and int(ws.abs().sum()) == 0
     assert_same_topk(idx, None, x, k, torch.zeros_like(lens), lens)
-    for bad in ((maxima[:, :10], ntiles.to(torch.int32)), (maxima, ntiles.long()), (maxima.double(), ntiles), maxima):
+    for bad in ((maxima[:, :10], ntiles.to(torch.int32)), (maxima, ntiles.long()), (maxima.double(), ntiles), maxima,
+                (maxima, ntiles.to(torch.int32), "range")):
         with pytest.raises(ValueError, match="tile_maxima"):
             S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="tiles", tile_maxima=bad)
     with pytest.raises(ValueError, match="tile_maxima: only the tiles path"):

@@ -10,7 +10,9 @@ and from the candidate; then, in CUDA graphs of 4 calls (bench.topk.graph_us), b
   topk                 fp8_paged_mqa_topk as shipped (the table's tiles settings)
   topk+epilogue        the candidate's logits + maxima, then select_rows(tile_maxima=...): no
                        maxima kernel
-  and the two top-k rows again with MERGE on (the pick gathers, the last compaction remaps).
+  topk+epilogue+range  the same with the maxima's range merged by the epilogue too: no range
+                       kernel for the first selection either
+  and the top-k rows again with MERGE on (the pick gathers, the last compaction remaps).
 Every top-k variant is checked against a stable sort of the same logits first; the maxima and tile
 counts against the path's own kernel's."""
 
@@ -68,21 +70,27 @@ def main(argv=None) -> int:
     def logits():
         return K.fp8_paged_mqa_logits(*args, None, ctx, False, out=lbuf)
 
-    def logits_max():
-        return cand.launch(*args, lbuf, ctx, False, tile_max=(maxima, ntiles, tile))
+    settings0 = S.path_settings("tiles", entry[1])
+    per_row = S.kernels().STATE + 2 * settings0["BINS"]  # the first selection's state: ws's second half
+    first_state = ws.view(-1)[B * per_row:2 * B * per_row]
+
+    def logits_max(merge_range=False):
+        extra = (first_state, per_row) if merge_range else ()
+        return cand.launch(*args, lbuf, ctx, False, tile_max=(maxima, ntiles, tile, *extra))
 
     def shipped_topk(merge):
         settings = dict(entry[1] or {}, MERGE=merge)
         return lambda: S.select_rows(logits(), k, S.WINDOW_CAUSAL, ibuf, None, ws, lens=lens, path="tiles",
                                      settings=settings)
 
-    def epilogue_topk(merge):
+    def epilogue_topk(merge, merge_range=False):
         settings = dict(entry[1] or {}, MERGE=merge)
+        given = (maxima, ntiles, True) if merge_range else (maxima, ntiles)
 
         def call():
-            logits_max()
+            logits_max(merge_range)
             S.select_rows(lbuf, k, S.WINDOW_CAUSAL, ibuf, None, ws, lens=lens, path="tiles", settings=settings,
-                          tile_maxima=(maxima, ntiles))
+                          tile_maxima=given)
         return call
 
     ref = logits().clone()
@@ -100,8 +108,9 @@ def main(argv=None) -> int:
         n = int(ntiles[r])
         assert torch.equal(want_max[r, :n], maxima[r, :n]), f"row {r}: tile maxima differ"
     fns = {"logits": logits, "logits+max": logits_max, "topk": shipped_topk(False),
-           "topk+epilogue": epilogue_topk(False), "topk merge": shipped_topk(True),
-           "topk+epilogue merge": epilogue_topk(True)}
+           "topk+epilogue": epilogue_topk(False), "topk+epilogue+range": epilogue_topk(False, True),
+           "topk merge": shipped_topk(True), "topk+epilogue merge": epilogue_topk(True),
+           "topk+epilogue+range merge": epilogue_topk(True, True)}
     zeros = torch.zeros_like(lens)
     bad = {}
     for name, fn in fns.items():
@@ -115,7 +124,7 @@ def main(argv=None) -> int:
     print(f"\n{B}x{ctx // 1024}K, k {k}, tiles of {tile}: us a call (CUDA graphs of 4 calls, best of {a.rounds} "
           f"alternated rounds)")
     for name, t in best.items():
-        print(f"  {name:22s} {t:9.1f}  {t / best['logits']:.3f} of the logits"
+        print(f"  {name:26s} {t:9.1f}  {t / best['logits']:.3f} of the logits"
               + (f"   mismatched rows {bad[name]}" if name in bad else ""))
     if a.out:
         json.dump({"config": config.slug, "tile": tile, "us": best, "mismatched_rows": bad}, open(a.out, "w"), indent=1)

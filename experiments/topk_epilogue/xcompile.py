@@ -1,6 +1,7 @@
 """The candidate's kernel cross-compiled (no GPU): with the epilogue off (tile_max=None: its new
-pointers are None constexprs) its PTX against the current template's, and with it on (tiles of 8
-and 16) its registers, spills and shared memory, for the H200 table's decode configs.
+pointers are None constexprs) its PTX against the current template's, and with it on (tiles of 8,
+with and without the range merged, and 16) its registers and spills, for the H200 table's decode
+configs.
 
     python experiments/topk_epilogue/xcompile.py [--target sm_90] [--all]
 
@@ -31,25 +32,25 @@ from tuner.xcompile import _ptxas_report  # noqa: E402
 
 TARGETS = {"sm_90": 90, "sm_120": 120}
 EPILOGUE_ARGS = {"max_ptr": "*fp32", "max_stride": 16384, "ntiles_ptr": "*i32"}
+RANGE_ARGS = {"state_ptr": "*i32", "state_stride": 144}
 
 
-def compile_one(problem, config, template_dir, gen, capability, tile):
+def compile_one(problem, config, template_dir, gen, capability, tile, merge_range=False):
     path = gen / f"{'alt' if template_dir != TEMPLATE_DIR else 'cur'}__{problem.slug}__{config.slug}.py"
     path.write_text(render(problem, config, template_dir))
     fn = getattr(load_module(path), problem.kind.kernel)
     names = {p.name for p in fn.params}
-    extra = EPILOGUE_ARGS if tile else {}
+    given = {**(EPILOGUE_ARGS if tile else {}), **(RANGE_ARGS if merge_range else {})}
+    absent = [n for n in {**EPILOGUE_ARGS, **RANGE_ARGS} if n in names and n not in given]
     signature, consts, attrs = build_signature(fn, problem, config=config,
-                                               extra_args={**extra, **{n: "*fp32" for n in EPILOGUE_ARGS
-                                                                       if n in names and not tile}})
+                                               extra_args={**given, **{n: "*fp32" for n in absent}})
     if "max_ptr" in names:
-        consts["TILE_MAX"] = tile
-        signature["TILE_MAX"] = "constexpr"
-        if not tile:  # as launch() passes them with the epilogue off: None, a constexpr
-            for n in EPILOGUE_ARGS:
-                signature[n] = "constexpr"
-                consts[n] = None
-            attrs = {k: v for k, v in attrs.items() if fn.params[k[0]].name not in EPILOGUE_ARGS}
+        consts.update(TILE_MAX=tile, TILE_RANGE=merge_range)
+        signature.update(TILE_MAX="constexpr", TILE_RANGE="constexpr")
+        for n in absent:  # as launch() passes what it is not given: None, a constexpr
+            signature[n] = "constexpr"
+            consts[n] = None
+        attrs = {k: v for k, v in attrs.items() if fn.params[k[0]].name not in absent}
     c = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
                        target=GPUTarget("cuda", capability, 32),
                        options={"num_warps": config.num_warps, "num_stages": config.num_stages})
@@ -78,7 +79,8 @@ def main() -> int:
     alt, gen = overlay(ROOT / "experiments/topk_epilogue"), Path(tempfile.mkdtemp())
     cap = TARGETS[a.target]
     print(f"triton {triton.__version__}, {a.target}: {len(points)} configs")
-    print(f"{'problem':28s} {'config':26s} {'off: PTX':>9s} {'regs':>5s}  {'tiles of 8':>16s}  {'tiles of 16':>16s}")
+    print(f"{'problem':28s} {'config':26s} {'off: PTX':>9s} {'regs':>5s}  {'tiles of 8':>16s}  {'8, range':>16s}  "
+          f"{'tiles of 16':>16s}")
     differ = 0
     for problem, config in points:
         cur, rep, _ = compile_one(problem, config, TEMPLATE_DIR, gen, cap, 0)
@@ -86,14 +88,14 @@ def main() -> int:
         same = cur == off
         differ += not same
         cells = []
-        for tile in (8, 16):
+        for tile, merge_range in ((8, False), (8, True), (16, False)):
             if config.programs_per_sm or config.block_t % tile:
                 cells.append("-")
                 continue
-            _, r, shared = compile_one(problem, config, alt, gen, cap, tile)
+            _, r, shared = compile_one(problem, config, alt, gen, cap, tile, merge_range)
             cells.append(f"{r['registers']} regs, {r['spill_stores'] + r['spill_loads']} B")
         print(f"{problem.slug:28s} {config.slug:26s} {'same' if same else 'DIFFERS':>9s} {rep['registers']:>5d}  "
-              f"{cells[0]:>16s}  {cells[1]:>16s}", flush=True)
+              + "  ".join(f"{c:>16s}" for c in cells), flush=True)
     print("OK: every off form's PTX is the current template's" if not differ else f"{differ} off forms differ")
     return 1 if differ else 0
 
