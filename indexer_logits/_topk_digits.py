@@ -109,6 +109,14 @@ def _threshold(counts, need, NB: tl.constexpr):
 
 
 @triton.jit
+def _zero_state(st, BINS_: tl.constexpr):
+    """Zero a row's workspace (its 16 state words and two BINS_-bin histograms) once every program
+    that reads it is done, so that the next row block or call finds it zero."""
+    tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
+    tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+
+
+@triton.jit
 def _publish_range(st, kmin, kmax):
     """Merge a program's (smallest finite key, largest key) into its row's state words 10 and 11
     (unsigned, so that the zeroed workspace is the atomic max's identity). The range kernel's step,

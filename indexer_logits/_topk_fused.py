@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
+from ._topk_digits import _zero_state
 from ._topk_kernels import _count_d1, _digits, _key, _mapping, _overflow, _score, _threshold, _window
 
 CAP = 4096       # candidates (the scores of bin t1) a row keeps (300-1,000 on the bench inputs)
@@ -161,9 +162,7 @@ def topk_select_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, 
         tl.store(out_idx + r, tl.full([KP], -1, tl.int32), mask=pad)
         if WRITE_VALUES:
             tl.store(out_val + r, tl.full([KP], float("-inf"), tl.float32), mask=pad)
-        # every program of the row is done with its state and histograms: zero them for the next use
-        tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
-        tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+        _zero_state(st, BINS_)  # every program of the row is done with its state and histograms
 
 
 @triton.jit

@@ -34,7 +34,7 @@ import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
 from ._topk_digits import (_digits, _fit, _in_bin, _key, _key_range, _mapping, _publish_range, _range, _range_keys,
-                           _rounds, _score, _threshold, _window)
+                           _rounds, _score, _threshold, _window, _zero_state)
 
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
@@ -249,11 +249,9 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
         _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
                 BLOCK, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_, lrow, REMAP_)
         if ZERO_STATE:  # every program of the row is done with its state and histograms: zero them
-            tl.store(st + tl.arange(0, 16), tl.zeros([16], tl.int32))
-            tl.store(st + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+            _zero_state(st, BINS_)
             if REMAP_ > 0:  # and the first selection's, which every pick program read before this kernel
-                tl.store(st_first + tl.arange(0, 16), tl.zeros([16], tl.int32))
-                tl.store(st_first + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+                _zero_state(st_first, BINS_)
 
 
 @triton.jit

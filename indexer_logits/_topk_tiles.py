@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_digits import _digit_take, _fit, _publish_range, _range, _range_keys, _window
+from ._topk_digits import _digit_take, _fit, _publish_range, _range, _range_keys, _window, _zero_state
 
 TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
 STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
@@ -270,7 +270,6 @@ def _pick(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks
         lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
         base = logits_ptr + row.to(tl.int64) * stride_row + lo
         brow = buf_ptr + row.to(tl.int64) * buf_stride
-        offs = tl.arange(0, TILE_)
         kmax = tl.full([PB], -2147483647 - 1, tl.int32)
         kmin = tl.full([PB], 2147483647, tl.int32)
         copied = 0
@@ -282,15 +281,9 @@ def _pick(maxima_ptr, maxima_stride, ntiles_ptr, tau_ptr, k, counts_ptr, nchunks
         take = (ok & _taken(m, tau, level, t1, t2, m_lo, scale, BINS_)) | ((eq > 0) & (ties + tl.cumsum(eq, 0) - eq < k))
         t32 = take.to(tl.int32)
         tl.store(lrow + taken + tl.cumsum(t32, 0) - t32, j, mask=take)
-        if GATHER:  # the tile's scores to its slot of the buffer (-inf past the window's end)
-            slot = taken + tl.cumsum(t32, 0) - t32
-            key = j[:, None] * TILE_ + offs[None, :]
-            inside = take[:, None] & (key < hi - lo)
-            x = tl.load(base + key, mask=inside, other=float("-inf"))
-            tl.store(brow + slot[:, None] * TILE_ + offs[None, :], x, mask=take[:, None])
-            lo_key, hi_key = _range_keys(x, inside)
-            kmax = tl.maximum(kmax, tl.max(hi_key, 1))
-            kmin = tl.minimum(kmin, tl.min(lo_key, 1))
+        if GATHER:  # the tiles' scores to their slots of the buffer (the list's slots, as just stored)
+            kmin, kmax = _copy_tiles(base, brow, j, taken + tl.cumsum(t32, 0) - t32, take, hi - lo, kmin, kmax,
+                                     TILE_)
             copied += tl.sum(t32, 0)
         taken += tl.sum(t32, 0)
         ties += tl.sum(eq, 0)
@@ -318,9 +311,7 @@ def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     if chunk == 0:  # the selection over the maxima is done with its state (the pick read it last): zero it
-        st1 = ws_first_ptr + row * (16 + 2 * BINS_)
-        tl.store(st1 + tl.arange(0, 16), tl.zeros([16], tl.int32))
-        tl.store(st1 + 16 + tl.arange(0, 2 * BINS_), tl.zeros([2 * BINS_], tl.int32))
+        _zero_state(ws_first_ptr + row * (16 + 2 * BINS_), BINS_)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
     n = hi - lo
     count = (tl.load(cand_len_ptr + row) + TILE_ - 1) // TILE_
@@ -330,22 +321,31 @@ def topk_tile_gather_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     lrow = list_ptr + row.to(tl.int64) * list_stride
     brow = buf_ptr + row.to(tl.int64) * buf_stride
     slots = tl.arange(0, STEP)
-    offs = tl.arange(0, TILE_)
     kmax = tl.full([STEP], -2147483647 - 1, tl.int32)
     kmin = tl.full([STEP], 2147483647, tl.int32)
     for s0 in range(first, end, STEP):
         s = s0 + slots
         ok = s < end
         tile = tl.load(lrow + s, mask=ok, other=0)
-        key = tile[:, None] * TILE_ + offs[None, :]
-        inside = ok[:, None] & (key < n)
-        x = tl.load(base + key, mask=inside, other=float("-inf"))
-        tl.store(brow + s[:, None] * TILE_ + offs[None, :], x, mask=ok[:, None])
-        lo_key, hi_key = _range_keys(x, inside)
-        kmax = tl.maximum(kmax, tl.max(hi_key, 1))
-        kmin = tl.minimum(kmin, tl.min(lo_key, 1))
+        kmin, kmax = _copy_tiles(base, brow, tile, s, ok, n, kmin, kmax, TILE_)
     if end > first:  # the workspace's row: 16 state words, then the two rounds' histograms
         _publish_range(ws_ptr + row * (16 + 2 * BINS_), tl.min(kmin, 0), tl.max(kmax, 0))
+
+
+@triton.jit
+def _copy_tiles(base, brow, tile, slot, ok, n, kmin, kmax, TILE_: tl.constexpr):
+    """Tiles `tile` of the window (base: its first key; n keys) to their buffer slots (-inf past the
+    window's end) where `ok`, the gather's step and the pick's with MERGE; returns the running
+    (smallest finite, largest) keys a tile, merged with the copied scores'."""
+    offs = tl.arange(0, TILE_)
+    key = tile[:, None] * TILE_ + offs[None, :]
+    inside = ok[:, None] & (key < n)
+    x = tl.load(base + key, mask=inside, other=float("-inf"))
+    tl.store(brow + slot[:, None] * TILE_ + offs[None, :], x, mask=ok[:, None])
+    lo_key, hi_key = _range_keys(x, inside)
+    kmax = tl.maximum(kmax, tl.max(hi_key, 1))
+    kmin = tl.minimum(kmin, tl.min(lo_key, 1))
+    return kmin, kmax
 
 
 @triton.jit
