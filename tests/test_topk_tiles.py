@@ -37,6 +37,20 @@ def scratch(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def kernels_run(monkeypatch):
+    """The names of the kernels select_rows launches (plainly, as on CPU tensors), in order."""
+    names = []
+
+    def watch(tag, inputs, key, launches, out_index):
+        def launch(fn, grid, *args, **kw):
+            names.append(fn.fn.__name__)
+            return S._recorded_launches.plain(fn, grid, *args, **kw)
+        return launches(launch)
+    monkeypatch.setattr(S._recorded_launches, "run", watch)
+    return names
+
+
 def _full(rows, width):
     return torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
 
@@ -190,20 +204,11 @@ def test_the_recorded_launches_key_holds_what_the_launch_code_reads(monkeypatch)
 
 @needs_interpreter
 @pytest.mark.parametrize("merge", [False, True])
-def test_merge_launches_the_pick_that_gathers(merge, monkeypatch):
+def test_merge_launches_the_pick_that_gathers(merge, kernels_run, monkeypatch):
     """MERGE: the pick copies the tiles (topk_tile_pick_gather_kernel) and the second selection's
     compaction writes keys (topk_compact_remap_kernel, which zeroes the first selection's state):
     no gather, no remap kernel. Off: the pick, the gather, the plain compaction, the remap. Ten
     launches or twelve, the answer torch's either way and the workspace left zero (_select)."""
-    names = []
-    real = S._recorded_launches.run
-
-    def watch(tag, inputs, key, launches, out_index):
-        def launch(fn, grid, *args, **kw):
-            names.append(fn.fn.__name__)
-            return S._recorded_launches.plain(fn, grid, *args, **kw)
-        return launches(launch)
-    monkeypatch.setattr(S._recorded_launches, "run", watch)
     monkeypatch.setattr(TT, "MERGE", merge)
     rows, width, k = 2, 6000, 128
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(8))
@@ -211,12 +216,11 @@ def test_merge_launches_the_pick_that_gathers(merge, monkeypatch):
     hi[1] = width - 7
     idx, val = _select(x, k, lo, hi, path="tiles")
     assert_same_topk(idx, val, x, k, lo, hi)
-    kernels = names
-    assert ("topk_tile_pick_gather_kernel" in kernels) == merge
-    assert ("topk_tile_gather_kernel" in kernels) == ("topk_tile_pick_kernel" in kernels) == (not merge)
-    assert len(kernels) == (10 if merge else 12) and ("topk_tile_remap_kernel" in kernels) == (not merge)
-    assert ("topk_compact_remap_kernel" in kernels) == merge
-    assert kernels[-1] == ("topk_compact_remap_kernel" if merge else "topk_tile_remap_kernel")
+    assert ("topk_tile_pick_gather_kernel" in kernels_run) == merge
+    assert ("topk_tile_gather_kernel" in kernels_run) == ("topk_tile_pick_kernel" in kernels_run) == (not merge)
+    assert len(kernels_run) == (10 if merge else 12) and ("topk_tile_remap_kernel" in kernels_run) == (not merge)
+    assert ("topk_compact_remap_kernel" in kernels_run) == merge
+    assert kernels_run[-1] == ("topk_compact_remap_kernel" if merge else "topk_tile_remap_kernel")
 
 
 @needs_interpreter
@@ -296,19 +300,10 @@ def test_ragged_prefill_over_tiles(launches, monkeypatch):
 
 
 @needs_interpreter
-def test_tile_maxima_given_replace_the_first_pass(monkeypatch):
+def test_tile_maxima_given_replace_the_first_pass(kernels_run, monkeypatch):
     """select_rows' tile_maxima (what a logits epilogue writes: experiments/topk_epilogue): the
     tiles path launches no maxima kernel, reads the given ones (a wider buffer too) and stays
     exact; maxima of the wrong form, or for another path, are refused naming the argument."""
-    names = []
-    real = S._recorded_launches.run
-
-    def watch(tag, inputs, key, launches, out_index):
-        def launch(fn, grid, *args, **kw):
-            names.append(fn.fn.__name__)
-            return S._recorded_launches.plain(fn, grid, *args, **kw)
-        return launches(launch)
-    monkeypatch.setattr(S._recorded_launches, "run", watch)
     rows, width, k, tile = 3, 9000, 200, 8
     monkeypatch.setattr(TT, "TILE", tile)
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(9))
@@ -323,7 +318,7 @@ def test_tile_maxima_given_replace_the_first_pass(monkeypatch):
     ws = S.workspace(rows, "cpu")
     assert S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="tiles",
                          tile_maxima=(maxima, ntiles.to(torch.int32))) == "tiles"
-    assert "topk_tile_max_kernel" not in names and int(ws.abs().sum()) == 0
+    assert "topk_tile_max_kernel" not in kernels_run and int(ws.abs().sum()) == 0
     assert_same_topk(idx, None, x, k, torch.zeros_like(lens), lens)
     for bad in ((maxima[:, :10], ntiles.to(torch.int32)), (maxima, ntiles.long()), (maxima.double(), ntiles), maxima,
                 (maxima, ntiles.to(torch.int32), "range")):
