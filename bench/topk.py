@@ -62,6 +62,17 @@ def graph_us(fn, calls: int = 4, rounds: int = 20) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def best_alternated(fns: dict, rounds: int, timer=None) -> dict:
+    """Each fn's best time (timer: graph_us when None) over `rounds` rounds that time every fn in
+    turn, so that the GPU's clock and power state drift alike for all of them."""
+    timer = graph_us if timer is None else timer
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            best[name] = min(best[name], timer(fn))
+    return best
+
+
 def eager_us(fn, iters: int = 3) -> float:
     import torch
     fn()
@@ -110,10 +121,7 @@ def decode_cases(k: int, sweep: bool, paths=("fused", "rounds")) -> list[dict]:
         for p in paths:
             fns[f"topk_{p}"] = on_path(p, lambda: K.fp8_paged_mqa_topk(*args, k, out=idx_buf))
         fns["torch_topk"] = lambda: torch.topk(K.fp8_paged_mqa_logits(*args, False, out=logits_buf), k, dim=1)
-        best = {name: float("inf") for name in fns}
-        for _ in range(5):
-            for name, fn in fns.items():
-                best[name] = min(best[name], graph_us(fn))
+        best = best_alternated(fns, 5)
         row = {"case": f"decode {batch}x{ctx // 1024}K", "mismatched_rows": sum(bad.values()),
                "mismatched_by_path": bad, **{f"{n}_us": v for n, v in best.items()}}
         row["topk_us"] = best[f"topk_{paths[0]}"]

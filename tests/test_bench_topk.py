@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.topk import mismatched_rows, ref_sets
+from bench.topk import best_alternated, mismatched_rows, ref_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,6 +27,17 @@ def test_help():
 def test_refuses_without_a_gpu():
     proc = _run("--skip-prefill")
     assert proc.returncode == 2 and "needs a CUDA device" in proc.stderr
+
+
+def test_best_alternated_times_every_fn_each_round_and_keeps_its_best():
+    calls, times = [], {"a": [5.0, 3.0, 4.0], "b": [2.0, 6.0, 1.0]}
+    fns = {name: (lambda name=name: name) for name in times}
+
+    def timer(fn):
+        calls.append(fn())
+        return times[calls[-1]][sum(c == calls[-1] for c in calls) - 1]
+    assert best_alternated(fns, 3, timer) == {"a": 3.0, "b": 1.0}
+    assert calls == ["a", "b"] * 3
 
 
 def test_mismatched_rows_sees_each_error():

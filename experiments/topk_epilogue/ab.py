@@ -27,7 +27,7 @@ import torch
 import indexer_logits as K
 from bench._common import overlay
 from bench.template_ab import shipped_config
-from bench.topk import graph_us, mismatched_rows
+from bench.topk import best_alternated, mismatched_rows
 from indexer_logits import _topk_select as S
 from tuner.inputs import make_decode_inputs
 from tuner.render import load_module, render
@@ -117,10 +117,7 @@ def main(argv=None) -> int:
         if name.startswith("topk"):
             fn()
             bad[name] = mismatched_rows(ibuf.clone(), ref, zeros, lens, k)
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(a.rounds):
-        for name, fn in fns.items():
-            best[name] = min(best[name], graph_us(fn))
+    best = best_alternated(fns, a.rounds)
     print(f"\n{B}x{ctx // 1024}K, k {k}, tiles of {tile}: us a call (CUDA graphs of 4 calls, best of {a.rounds} "
           f"alternated rounds)")
     for name, t in best.items():

@@ -21,7 +21,7 @@ import torch
 
 import indexer_logits as K
 from bench._topk_profile import kernel_times
-from bench.topk import graph_us, mismatched_rows
+from bench.topk import best_alternated, mismatched_rows
 from indexer_logits import _topk_select as S, _topk_tiles as TT
 from tuner.inputs import make_decode_inputs, make_prefill_inputs
 from tuner.space import Problem
@@ -72,10 +72,7 @@ def profile(name, logits, lo, hi, base, rounds, k=2048):
     fns = {v: (lambda st: lambda: S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi,
                                                  path="tiles", settings=st))({**base, **extra})
            for v, extra in VARIANTS.items()}
-    graph = dict.fromkeys(VARIANTS, float("inf"))
-    for _ in range(rounds):  # the selection alone in CUDA graphs of 4 calls, alternated: launch gaps included
-        for v, fn in fns.items():
-            graph[v] = min(graph[v], graph_us(fn))
+    graph = best_alternated(fns, rounds)  # the selection alone in CUDA graphs of 4 calls: launch gaps included
     out.update({f"{v}_graph_us": t for v, t in graph.items()})
     prof_rows = {}
     for v in list(VARIANTS) * 2:  # alternated; the second profile of each is kept
@@ -102,10 +99,7 @@ def end_to_end(rounds, k=2048):
     for v, extra in VARIANTS.items():
         fns[v] = serving({**TABLE_64x128K, **extra}, lambda: K.fp8_paged_mqa_topk(*args, k, out=ibuf))
     bad = {v: mismatched_rows(fns[v]().clone(), logits, torch.zeros_like(hi), hi, k) for v in VARIANTS}
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(rounds):
-        for n, fn in fns.items():
-            best[n] = min(best[n], graph_us(fn))
+    best = best_alternated(fns, rounds)
     row = {"case": "decode 64x128K end to end", "bad": bad, **{f"{n}_us": v for n, v in best.items()},
            **{f"{v}_over_logits": best[v] / best["logits"] for v in VARIANTS}}
     print(json.dumps(row), flush=True)

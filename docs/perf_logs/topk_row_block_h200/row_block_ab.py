@@ -19,7 +19,7 @@ import torch
 import triton
 
 import indexer_logits as K
-from bench.topk import graph_us, mismatched_rows
+from bench.topk import best_alternated, mismatched_rows
 from indexer_logits import _topk_select as S
 from tuner.inputs import make_decode_inputs
 from tuner.space import Problem
@@ -52,10 +52,7 @@ def main(argv=None) -> int:
                                                            path="row", settings=st))(settings)
             fns[step]()
             bad[step] = mismatched_rows(idx.clone(), logits, torch.zeros_like(hi), hi, k)
-        best = dict.fromkeys(STEPS, float("inf"))
-        for _ in range(a.rounds):
-            for step, fn in fns.items():
-                best[step] = min(best[step], graph_us(fn))
+        best = best_alternated(fns, a.rounds)
         row = {"case": f"{ROWS}x{width // 1024}K selection", "mismatched_rows": bad,
                **{f"step{s}_us": best[s] for s in STEPS}, "ratio_4096_over_8192": best[4096] / best[8192]}
         if width == 8192:  # end to end: the logits, then the top-k call with each step serving
@@ -63,10 +60,7 @@ def main(argv=None) -> int:
             e2e = {"logits": lambda: K.fp8_paged_mqa_logits(*args, False)}
             for step in STEPS:
                 e2e[step] = (lambda st: lambda: _serving_row(st, lambda: K.fp8_paged_mqa_topk(*args, k, out=buf)))(step)
-            t = dict.fromkeys(e2e, float("inf"))
-            for _ in range(a.rounds):
-                for name, fn in e2e.items():
-                    t[name] = min(t[name], graph_us(fn))
+            t = best_alternated(e2e, a.rounds)
             row.update({"logits_us": t["logits"], **{f"e2e_step{s}_us": t[s] for s in STEPS},
                         **{f"e2e_step{s}_over_logits": t[s] / t["logits"] for s in STEPS}})
         out.append(row)
