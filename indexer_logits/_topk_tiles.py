@@ -54,14 +54,16 @@ PICK_BLOCK = 1024  # maxima a pick program scans per step
 # selection stops at the bin that fits").
 FIT = True
 # Whether the path's own five kernels launch as programmatic dependent launches (each waits for the
-# kernel before it), as the four kernels' last three do: a tuner axis, not yet timed on a GPU
-# (predicted ~0.5-1 us a launch boundary, same section), so off by default.
+# kernel before it), as the four kernels' last three do: a tuner axis. Timed on the H200 (docs/PERF.md,
+# "Top-k: the first selection stops at the bin that fits"): -1 us at 64 x 128K, level on a prefill block.
 OWN_PDL = False
 # Whether the pick copies each tile's scores as it picks it (topk_tile_pick_gather_kernel) and the second
 # selection's compaction writes keys (_topk_kernels.topk_compact_remap_kernel), so that neither the
-# gather nor the remap kernel is launched: ten launches, not twelve. A tuner axis, not yet timed on a
-# GPU (predicted 3-6 us less at 64 x 128K: gather and remap are 7.2 us of kernels there, docs/PERF.md),
-# so off by default.
+# gather nor the remap kernel is launched: ten launches, not twelve. Timed on the H200 it loses (+6.6 us
+# at 64 x 128K, +164 us on a 102 x 1M prefill block; not profiled, the likely cause: every pick step
+# issues its [step, TILE] masked copy whether or not its tiles are picked, a full read's instructions,
+# where the gather reads only the picked list), so it is off and the tuner does not try it; kept for
+# the A/B (docs/perf_logs/topk_fit_h200/fit_ab.py).
 MERGE = False
 
 
