@@ -22,13 +22,27 @@ def _decode_selection(q, a, max_context_len: int) -> Selection:
 
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
            out, scale_layout, check_values, enable_pdl, indices=None, logits_dtype=torch.float32) -> torch.Tensor:
+    return _paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                         clean_logits, out, scale_layout, check_values, enable_pdl, indices, logits_dtype)[0]
+
+
+def _paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+                  out, scale_layout, check_values, enable_pdl, indices=None, logits_dtype=torch.float32,
+                  tile_max=None) -> tuple:
+    """(logits, whether tile_max was written). tile_max (the top-k's, indexer_logits._topk):
+    (maxima, ntiles, tile, ws, state_offset, state_stride) for the serving module's launch(), which
+    writes them where it can (Selection.tile_max_block); else the logits alone."""
+    extra, extra_scalars = (((tile_max[0], tile_max[1], tile_max[3]), (tile_max[2], *tile_max[4:]))
+                            if tile_max else ((), ()))
     # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
-    served, key = _fastpath.serve_call("paged", (q, kv_cache, weights, context_lens, block_table, out, indices),
+    # Only a launch that wrote tile_max is recorded under a key that holds it.
+    served, key = _fastpath.serve_call("paged", (q, kv_cache, weights, context_lens, block_table, out, indices,
+                                                 *extra),
                                        (max_context_len, clean_logits, scale_layout, check_values, enable_pdl,
-                                        type(schedule_meta), logits_dtype),
-                                       [q, kv_cache, weights, context_lens, block_table, out], 5)
+                                        type(schedule_meta), logits_dtype, *extra_scalars),
+                                       [q, kv_cache, weights, context_lens, block_table, out, *extra], 5)
     if served is not None:
-        return served
+        return served, bool(tile_max)
     if schedule_meta is not None and not isinstance(schedule_meta, torch.Tensor):
         raise ValueError(f"schedule_meta: expected a tensor (get_paged_mqa_logits_metadata) or None, "
                          f"got {type(schedule_meta).__name__}")
@@ -43,18 +57,39 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
             check_indices_values(a, indices, context_lens, block_table)
     out = _output(out, a.batch * a.next_n, max_context_len, q.device, logits_dtype)
     if a.batch == 0:
-        return out
+        return out, False
     sel = _decode_selection(q, a, max_context_len)
     pdl = _want_pdl(enable_pdl, q.device, sel)
     if sel.is_reference:
         _no_reference_in_capture(q.device, sel)
         return paged_mqa_logits_ref(q, kv_cache, weights, context_lens, block_table, max_context_len, clean_logits,
-                                    scale_layout=a.layout.scale_layout, out=out, check_values=False)
+                                    scale_layout=a.layout.scale_layout, out=out, check_values=False), False
     if value_checks_requested(check_values, device):
         key = None  # a call that asks for value checks is never served without them
+    kwargs = {"pdl": True} if pdl else {}
+    written = bool(tile_max) and sel.tile_max_block > 0 and sel.tile_max_block % tile_max[2] == 0
+    if written:
+        kwargs["tile_max"] = tile_max
+    elif tile_max:
+        key = None  # this key holds tile_max, which this launch does not write: nothing recorded for it
     return _fastpath.record(key, sel.launch,
                             (q, kv_cache, weights, context_lens, block_table, out, max_context_len, bool(clean_logits)),
-                            {"pdl": True} if pdl else {}, [q, kv_cache, weights, context_lens, block_table, out], 5)
+                            kwargs, [q, kv_cache, weights, context_lens, block_table, out, *extra], 5), written
+
+
+# A top-k call's logits (indexer_logits._topk): its cache dtype -> the q dtype and the names an error gives.
+_TOPK_Q = {"fp8": (torch.float8_e4m3fn, "fp8_paged_mqa_logits", "bf16_paged_mqa_logits"),
+           "bf16": (torch.bfloat16, "bf16_paged_mqa_logits", "fp8_paged_mqa_logits")}
+
+
+def topk_logits(cache: str, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                scale_layout, check_values, enable_pdl, tile_max=None) -> tuple:
+    """The logits a top-k call scores (fp8_ or bf16_paged_mqa_logits per `cache`: float32, no
+    clean_logits). With tile_max the serving kernel also writes the tiles path's first pass where it
+    can (_paged_logits). Returns (logits, whether tile_max was written)."""
+    _expect_q_dtype(q, *_TOPK_Q[cache])
+    return _paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False,
+                         None, scale_layout, check_values, enable_pdl, None, torch.float32, tile_max)
 
 
 _INDICES_DOC = """indices (DeepGEMM 54e2261's varlen decode): None, or int32 [B] with next_n == 1, indices[t]

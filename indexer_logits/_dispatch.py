@@ -100,6 +100,9 @@ class Selection:
     # The module's launch() takes pdl=True (decode modules emitted since PDL support; an older
     # table's modules do not, and are launched plainly).
     supports_pdl: bool = False
+    # The module's key tile where its launch() also writes the top-k's tile maxima (tile_max=...:
+    # split-grid decode modules emitted since the top-k epilogue), else 0.
+    tile_max_block: int = 0
 
     @property
     def is_reference(self) -> bool:
@@ -235,6 +238,10 @@ def _supports_pdl(module: ModuleType) -> bool:
     return getattr(module, "SUPPORTS_PDL", False) is True
 
 
+def _tile_max_block(module: ModuleType) -> int:
+    return int(module.BLOCK_T.value) if getattr(module, "SUPPORTS_TILE_MAX", False) is True else 0
+
+
 def device_compute_capability(device: torch.device) -> Optional[str]:
     """"major.minor" of a CUDA device (cached), None for any other device."""
     return _device_info(torch.device(device)).compute_capability
@@ -292,7 +299,8 @@ def _from_entries(table: dict, tdir: Path, pkey: str, problem: dict, bucket, str
         module = _try_load(tdir, table, variant, strict)
         if module is not None:
             return Selection(rung or ("nearest" if not_exact else "exact"), problem, bucket, variant,
-                             str(tdir / TABLE_FILE), eb, module.launch, _supports_pdl(module))
+                             str(tdir / TABLE_FILE), eb, module.launch, _supports_pdl(module),
+                             _tile_max_block(module))
     return None
 
 
@@ -311,7 +319,7 @@ def _default(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict:
         module = _try_load(tdir, table, variant, strict_here)
         if module is not None:
             return Selection("default", problem, bucket, variant, str(tdir / TABLE_FILE), None, module.launch,
-                             _supports_pdl(module))
+                             _supports_pdl(module), _tile_max_block(module))
     return None
 
 

@@ -24,17 +24,22 @@ from typing import Optional
 import torch
 
 from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunked
-from ._decode import bf16_paged_mqa_logits, fp8_paged_mqa_logits
+from ._decode import topk_logits
 from ._prefill import bf16_mqa_logits, fp8_mqa_logits
 from ._tables import interpreting
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, scratch_bytes_per_row, select_rows,
-                           workspace)
+                           tiles_first_pass, workspace)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
 MAX_K = 16384                  # the selection's finishing step keeps a [next_pow2(k)] vector in registers
 NEG_INF = float("-inf")
+# Decode: where the tiles path serves, the logits kernel's epilogue writes its first pass (the tile
+# maxima and their range) from the tile in registers, and the selection skips two kernels: 10 us
+# of 356 at 64 x 128K on the H200 (docs/PERF.md, "Top-k: the tile maxima from the logits epilogue").
+EPILOGUE = True
+_NO_EPILOGUE: set = set()  # call shapes whose serving logits module cannot write the maxima (asked once)
 
 
 def _on_device(device: torch.device) -> bool:
@@ -76,10 +81,10 @@ def _values_output(values_out, rows: int, k: int, device):
     return values_out
 
 
-def _select(logits, k, window, idx, val, ws, *, lo=None, hi=None, lens=None, next_n=1) -> None:
+def _select(logits, k, window, idx, val, ws, *, lo=None, hi=None, lens=None, next_n=1, tile_maxima=None) -> None:
     """Kernels where they run, else torch over the same windows (reads them on the host)."""
     if _on_device(logits.device):
-        select_rows(logits, k, window, idx, val, ws, lo=lo, hi=hi, lens=lens, next_n=next_n)
+        select_rows(logits, k, window, idx, val, ws, lo=lo, hi=hi, lens=lens, next_n=next_n, tile_maxima=tile_maxima)
         return
     rows = logits.shape[0]
     r = torch.arange(rows, device=logits.device)
@@ -122,21 +127,43 @@ def _answer(idx, val, return_values):
 # ---------------------------------------------------------------------------------------------
 # Decode over the paged cache.
 
-def _paged_topk(logits_fn, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k,
+def _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws):
+    """(tile_max for the logits launch, the call's shape) where the tiles path serves this decode
+    call and its logits module may write the first pass (EPILOGUE), else (None, None). The maxima
+    and counts are new buffers; the range goes to the first selection's state in `ws`."""
+    if ws is None or not EPILOGUE or rows < 1 or not all(isinstance(t, torch.Tensor) for t in (kv_cache, context_lens)):
+        return None, None
+    if isinstance(max_context_len, bool) or not isinstance(max_context_len, int) or max_context_len < 1:
+        return None, None  # the logits call's checks name it
+    tile, words = tiles_first_pass(rows, max_context_len, k, q.device)
+    shape = (q.device, tuple(q.shape), q.dtype, tuple(kv_cache.shape), tuple(context_lens.shape), max_context_len,
+             scale_layout, k)
+    if not tile or shape in _NO_EPILOGUE:
+        return None, None
+    maxima = torch.empty((rows, -(-max_context_len // tile)), dtype=torch.float32, device=q.device)
+    ntiles = torch.empty((rows,), dtype=torch.int32, device=q.device)
+    return (maxima, ntiles, tile, ws, rows * words, words), shape
+
+
+def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k,
                 return_values, out, values_out, scale_layout, check_values, enable_pdl):
     k = check_k(k)
     device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
     rows = q.shape[0] * q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else 0
     # zeroed before the logits kernel, so that the selection's kernels follow it back to back
     ws = workspace(rows, device) if _on_device(device) else None
-    logits = logits_fn(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False,
-                       scale_layout=scale_layout, check_values=check_values, enable_pdl=enable_pdl)
+    tile_max, shape = _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws)
+    logits, written = topk_logits(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                  max_context_len, scale_layout, check_values, enable_pdl, tile_max)
+    if tile_max and not written:
+        _NO_EPILOGUE.add(shape)
     rows, next_n = logits.shape[0], q.shape[1]
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     window = WINDOW_LIMIT if context_lens.dim() == 2 else WINDOW_CAUSAL
     lens = context_lens.reshape(-1) if context_lens.dim() == 2 else context_lens
-    _select(logits, k, window, idx, val, ws, lens=lens, next_n=next_n)
+    _select(logits, k, window, idx, val, ws, lens=lens, next_n=next_n,
+            tile_maxima=(tile_max[0], tile_max[1], True) if written else None)
     return _answer(idx, val, return_values)
 
 
@@ -147,8 +174,9 @@ def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedule
     not needed), then k (2048 by default). Returns int32 [B * next_n, k] key positions (-1 past
     the row's valid keys), or (indices, float32 scores) with return_values. `out` / `values_out`:
     buffers to write them into. Allocates the logits [B * next_n, max_context_len] and a small
-    workspace per call."""
-    return _paged_topk(fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+    workspace per call, and where the tiles path serves the tile maxima (1/8-1/32 of the logits),
+    which the logits kernel writes beside them (EPILOGUE)."""
+    return _paged_topk("fp8", q, kv_cache, weights, context_lens, block_table, schedule_meta,
                        max_context_len, k, return_values, out, values_out, scale_layout, check_values, enable_pdl)
 
 
@@ -156,7 +184,7 @@ def bf16_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedul
                         *, return_values=False, out=None, values_out=None, scale_layout="none",
                         check_values: Optional[bool] = None, enable_pdl: Optional[bool] = None):
     """fp8_paged_mqa_topk for a bf16 cache (bf16_paged_mqa_logits's arguments)."""
-    return _paged_topk(bf16_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+    return _paged_topk("bf16", q, kv_cache, weights, context_lens, block_table, schedule_meta,
                        max_context_len, k, return_values, out, values_out, scale_layout, check_values, enable_pdl)
 
 

@@ -132,8 +132,8 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     which selection (PATH when None), `settings`: its launch settings over the modules' own
     (path_settings). With neither given and PATH "auto", the GPU's tuned table serves where it
     has an entry for the shape (indexer_logits._topk_table), else pick_path and the modules'
-    settings. `tile_maxima`: (maxima, ntiles[, True]) of the tiles path's tile (tiles_tile),
-    written by the kernel before (a logits kernel's epilogue, experiments/topk_epilogue) in place
+    settings. `tile_maxima`: (maxima, ntiles[, True]) of the tiles path's tile (tiles_first_pass),
+    written by the kernel before (the decode logits kernel's epilogue, launch(tile_max=...)) in place
     of the path's first pass; True: it merged their range into the first selection's state (the
     second half of `ws`) too. Returns the path that ran. A call's launches are recorded on its key's
     first call and replayed after (indexer_logits._recorded_launches)."""
@@ -273,11 +273,15 @@ def _tile(s: dict, width: int, k: int) -> int:
     return s["TILE"] or tiles_kernels().tile_for(width, k)
 
 
-def tiles_tile(rows: int, width: int, k: int, device) -> int:
-    """The tile of the tiles path where it serves a call of this shape unasked (select_rows with
-    neither path nor settings), else 0: the tile a logits epilogue writes tile_maxima for."""
+def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
+    """(tile, words a row of the first selection's state) of the tiles path where it serves a call
+    of this shape unasked (select_rows with neither path nor settings), else (0, 0): what a logits
+    epilogue writes tile_maxima for, that state starting at rows * words in the workspace."""
     path, settings = _serving(rows, width, torch.device(device))
-    return _tile(path_settings("tiles", settings), width, k) if path == "tiles" else 0
+    if path != "tiles":
+        return 0, 0
+    s = path_settings("tiles", settings)
+    return _tile(s, width, k), kernels().STATE + 2 * s["BINS"]
 
 
 def _tiles_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:

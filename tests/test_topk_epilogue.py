@@ -1,36 +1,38 @@
-"""experiments/topk_epilogue: the decode template whose epilogue writes the top-k's tile maxima
-(launch(..., tile_max=(maxima, ntiles, TILE))). Under the interpreter: the logits are the
-current template's, bit for bit; the maxima and tile counts are what the tiles path's own first
-pass computes (every orientation, the run store, next_n 1 and 2, 1-D and 2-D lengths, rows whose
-limit cuts a tile); and select_rows fed them (tile_maxima) selects exactly. A persistent grid's
-module refuses it. The candidate with tile_max=None is gated like every candidate
-(tests/test_experiments.py)."""
+"""The decode template's epilogue writes the top-k's tile maxima (launch(..., tile_max=...)), and
+the decode top-k uses it where the tiles path serves (indexer_logits._topk.EPILOGUE). Under the
+interpreter: the logits are those of the launch without it, bit for bit; the maxima and tile counts
+are what the tiles path's own first pass computes (every orientation, the run store, next_n 1 and 2,
+1-D and 2-D lengths, rows whose limit cuts a tile) and their range what its range kernel leaves;
+select_rows fed them selects exactly; a persistent grid's module refuses it. Through
+fp8_paged_mqa_topk: no maxima kernel and no range kernel run, the answer is torch's, and a module
+that cannot write them (a persistent grid) leaves the selection its own first pass."""
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from bench._common import overlay
-from indexer_logits import _topk_select as S, _topk_tiles as TT
+import indexer_logits as K
+from indexer_logits import _decode, _topk, _topk_select as S, _topk_tiles as TT
 from indexer_logits._identity import Config, Problem
 from tuner.inputs import make_decode_inputs
-from tuner.render import TEMPLATE_DIR, load_module, render
+from tuner.render import load_module, render
 
-from test_topk import assert_same_topk, needs_interpreter
+from test_topk import _row_windows_decode, assert_same_topk, needs_interpreter
+from test_topk_tiles import kernels_run  # noqa: F401 (a fixture)
 
-ROOT = Path(__file__).resolve().parent.parent
 K_ROWS = dict(block_t=64, tiles_per_program=4, num_stages=3, orient="k_rows", dot_dtype="fp16")
 
 
 @pytest.fixture(scope="module")
-def candidate():
-    alt, gen = overlay(ROOT / "experiments" / "topk_epilogue"), Path(tempfile.mkdtemp())
+def rendered():
+    gen = Path(tempfile.mkdtemp())
 
-    def module(problem, config, which="alt"):
-        path = gen / f"{which}__{problem.slug}__{config.slug}.py"
-        path.write_text(render(problem, config, alt if which == "alt" else TEMPLATE_DIR))
+    def module(problem, config):
+        path = gen / f"{problem.slug}__{config.slug}.py"
+        path.write_text(render(problem, config))
         return load_module(path)
     return module
 
@@ -72,11 +74,12 @@ def _range_words(maxima, ntiles):
                                           (Config(block_t=32, tiles_per_program=2, dot_dtype="fp16"), 8)],
                          ids=["k_rows", "k_rows-run", "q_rows"])
 @pytest.mark.parametrize("merge_range", [False, True], ids=["maxima", "maxima+range"])
-def test_the_epilogue_writes_the_paths_tile_maxima(candidate, next_n, lens_mode, config, tile, merge_range):
-    """... and with a state (tile_max's 4th and 5th), the maxima's range merged into it as the
-    first selection's range kernel would: select_rows(tile_maxima=(maxima, ntiles, True))."""
+def test_the_epilogue_writes_the_paths_tile_maxima(rendered, next_n, lens_mode, config, tile, merge_range):
+    """... and with a state (tile_max's 4th to 6th: the workspace, the first selection's offset and
+    row stride), the maxima's range merged into it as the first selection's range kernel would:
+    select_rows(tile_maxima=(maxima, ntiles, True))."""
     problem = Problem(next_n=next_n, lens_mode=lens_mode)
-    mod, current = candidate(problem, config), candidate(problem, config, "current")
+    mod = rendered(problem, config)
     batch, width, k = 3, 1400, 64
     inp = make_decode_inputs(problem, batch, width, "random", seed=next_n)
     args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table)
@@ -87,9 +90,9 @@ def test_the_epilogue_writes_the_paths_tile_maxima(candidate, next_n, lens_mode,
     ws = S.workspace(rows, "cpu")
     per_row = S.kernels().STATE + 2 * S.path_settings("tiles")["BINS"]
     first_state = ws.view(-1)[rows * per_row:2 * rows * per_row]
-    extra = (first_state, per_row) if merge_range else ()
+    extra = (ws, rows * per_row, per_row) if merge_range else ()
     mod.launch(*args, out, width, False, tile_max=(maxima, ntiles, tile, *extra))
-    current.launch(*args, ref, width, False)
+    mod.launch(*args, ref, width, False)
     want_max, want_nt, window, flat = _path_maxima(ref, inp.context_lens, next_n, tile)
     r = torch.arange(rows)
     hi = (flat.long() if window == S.WINDOW_LIMIT else flat.long()[r // next_n] - next_n + r % next_n + 1).clamp(0, width)
@@ -111,12 +114,68 @@ def test_the_epilogue_writes_the_paths_tile_maxima(candidate, next_n, lens_mode,
 
 
 @needs_interpreter
-def test_a_persistent_grid_refuses_tile_maxima(candidate):
+def test_a_persistent_grid_refuses_tile_maxima(rendered):
     problem = Problem()
-    mod = candidate(problem, Config(block_t=64, tiles_per_program=1, programs_per_sm=2, dot_dtype="fp16"))
+    mod = rendered(problem, Config(block_t=64, tiles_per_program=1, programs_per_sm=2, dot_dtype="fp16"))
     assert mod.SUPPORTS_TILE_MAX is False
     inp = make_decode_inputs(problem, 2, 512, "random", seed=1)
     out = torch.empty(2, 512)
     with pytest.raises(ValueError, match="tile_max"):
         mod.launch(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, out, 512, False,
                    tile_max=(torch.empty(2, 64), torch.empty(2, dtype=torch.int32), 8))
+
+
+def _paged_call(next_n=2, lens_mode="1d", seed=4):
+    inp = make_decode_inputs(Problem(next_n=next_n, lens_mode=lens_mode), 3, 8192, seed=seed)
+    return inp, (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, inp.max_context_len)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("next_n, lens_mode", [(1, "1d"), (2, "1d"), (2, "2d")])
+def test_paged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, next_n, lens_mode, monkeypatch):
+    """The tiles path serving a decode top-k: the logits launch writes the maxima and their range
+    (tile_max), the selection launches neither the maxima kernel nor a range kernel, and the
+    answer is torch's on the same logits; with EPILOGUE off, the path's own first pass again."""
+    monkeypatch.setattr(S, "PATH", "tiles")
+    inp, args = _paged_call(next_n, lens_mode)
+    written = []
+    real = _decode._paged_logits
+    monkeypatch.setattr(_decode, "_paged_logits", lambda *a: written.append(real(*a)[1]) or real(*a))
+    idx, val = K.fp8_paged_mqa_topk(*args, 256, return_values=True)
+    assert written == [True]
+    assert "topk_tile_max_kernel" not in kernels_run and "topk_range_kernel" not in kernels_run
+    logits = K.fp8_paged_mqa_logits(*args, True)
+    rows = logits.shape[0]
+    if lens_mode == "2d":
+        lo, hi = torch.zeros(rows, dtype=torch.long), inp.context_lens.reshape(-1).long()
+    else:
+        lo, hi = _row_windows_decode(inp.context_lens, next_n, rows)
+    assert_same_topk(idx, val, logits, 256, lo, hi)
+    kernels_run.clear()
+    monkeypatch.setattr(_topk, "EPILOGUE", False)
+    idx_off = K.fp8_paged_mqa_topk(*args, 256)
+    assert written[-1] is False
+    assert kernels_run.count("topk_tile_max_kernel") == 1 and kernels_run.count("topk_range_kernel") == 1
+    assert_same_topk(idx_off, None, logits, 256, lo, hi)
+
+
+@needs_interpreter
+def test_a_module_without_the_epilogue_leaves_the_selection_its_first_pass(kernels_run, monkeypatch):
+    """A serving module that cannot write the maxima (a persistent grid, an older table's module:
+    Selection.tile_max_block 0): the logits alone, the selection's own maxima and range kernels, the
+    same answer; the call's shape is remembered, so later calls do not ask again."""
+    monkeypatch.setattr(S, "PATH", "tiles")
+    monkeypatch.setattr(_topk, "_NO_EPILOGUE", set())
+    real = _decode._decode_selection
+    monkeypatch.setattr(_decode, "_decode_selection",
+                        lambda *a: dataclasses.replace(real(*a), tile_max_block=0))
+    asked = []
+    real_logits = _decode._paged_logits
+    monkeypatch.setattr(_decode, "_paged_logits", lambda *a: asked.append(a[-1] is not None) or real_logits(*a))
+    inp, args = _paged_call()
+    idx = K.fp8_paged_mqa_topk(*args, 256)
+    assert kernels_run.count("topk_tile_max_kernel") == 1 and kernels_run.count("topk_range_kernel") == 1
+    logits = K.fp8_paged_mqa_logits(*args, True)
+    assert_same_topk(idx, None, logits, 256, *_row_windows_decode(inp.context_lens, 2, logits.shape[0]))
+    K.fp8_paged_mqa_topk(*args, 256)
+    assert asked[0] is True and asked[-1] is False and len(_topk._NO_EPILOGUE) == 1

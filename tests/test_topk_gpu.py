@@ -87,6 +87,45 @@ def test_decode_topk_graph_replay_no_sync(path):
         torch.cuda.set_sync_debug_mode("default")
 
 
+@pytest.mark.parametrize("next_n", [1, 2])
+def test_decode_topk_takes_the_tile_maxima_from_the_logits_kernel(next_n, monkeypatch):
+    """Where the tiles path serves (the H200's top-k table: 64 rows of 128K), the logits launch
+    writes its first pass (indexer_logits._topk.EPILOGUE), on the first call and on the recorded
+    launch that serves the second, and in a CUDA graph replayed with other lengths; exact each time."""
+    from indexer_logits import _decode as D
+    written = []
+    real = D._paged_logits
+
+    def watched(*a):
+        r = real(*a)
+        written.append(r[1])
+        return r
+    monkeypatch.setattr(D, "_paged_logits", watched)
+    batch, ctx = 64 // next_n, 131072
+    inp, args, _ = _decode(batch, ctx, next_n, lens="random", seed=7)
+    if not S.tiles_first_pass(64, ctx, 2048, "cuda")[0]:
+        monkeypatch.setattr(S, "PATH", "tiles")  # a GPU whose table serves this shape by another path
+    out = torch.empty(64, 2048, dtype=torch.int32, device="cuda")
+    lo, hi = _decode_windows(inp.context_lens, next_n, 64)
+    for _ in range(2):
+        K.fp8_paged_mqa_topk(*args, 2048, out=out)
+        assert written.pop() is True
+        logits = K.fp8_paged_mqa_logits(*args, False)
+        assert mismatched_rows(out, logits, lo, hi, 2048) == 0
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        K.fp8_paged_mqa_topk(*args, 2048, out=out)
+    assert written.pop() is True
+    for lens in (torch.full_like(inp.context_lens, next_n), torch.randint(next_n, ctx + 1, inp.context_lens.shape,
+                                                                          device="cuda", dtype=torch.int32)):
+        inp.context_lens.copy_(lens)
+        g.replay()
+        torch.cuda.synchronize()
+        logits = K.fp8_paged_mqa_logits(*args, False)
+        lo, hi = _decode_windows(inp.context_lens, next_n, 64)
+        assert mismatched_rows(out, logits, lo, hi, 2048) == 0
+
+
 def test_ragged_topk_random_windows_exact():
     inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 300, 20000, windows="random",
                               device="cuda", seed=2)
@@ -195,7 +234,9 @@ def test_a_second_call_is_served_by_its_recorded_launches(path):
     inp, args, _ = _decode(64, 8192, lens="random", seed=2)
     first, first_val = K.fp8_paged_mqa_topk(*args, 2048, return_values=True)
     (seq,) = R.sequences().values()
-    assert seq.calls == 0 and len(seq.replays) == {"rounds": 4, "fused": 2, "row": 1, "tiles": 12}[path]
+    # tiles: twelve launches, ten where the logits kernel wrote the maxima and their range (EPILOGUE)
+    epilogue = 2 * bool(K.paged_selection(*args[:5], 8192).tile_max_block) if path == "tiles" else 0
+    assert seq.calls == 0 and len(seq.replays) == {"rounds": 4, "fused": 2, "row": 1, "tiles": 12 - epilogue}[path]
     if _direct_launch.triton_version() in _direct_launch.SUPPORTED:
         assert all(r.direct is not None for r in seq.replays)
     out, val = torch.full_like(first, 7), torch.empty_like(first_val)

@@ -301,7 +301,7 @@ def test_ragged_prefill_over_tiles(launches, monkeypatch):
 
 @needs_interpreter
 def test_tile_maxima_given_replace_the_first_pass(kernels_run, monkeypatch):
-    """select_rows' tile_maxima (what a logits epilogue writes: experiments/topk_epilogue): the
+    """select_rows' tile_maxima (what the decode logits epilogue writes: tests/test_topk_epilogue.py): the
     tiles path launches no maxima kernel, reads the given ones (a wider buffer too) and stays
     exact; maxima of the wrong form, or for another path, are refused naming the argument."""
     rows, width, k, tile = 3, 9000, 200, 8

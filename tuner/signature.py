@@ -68,6 +68,10 @@ def build_signature(fn, problem: Problem, constexprs: dict[str, Any] | None = No
         if name not in args:
             raise KeyError(f"{fn.__name__}: no typical value for parameter {name!r}; update tuner.xcompile.typical_args")
         value = args[name]
+        if value is None:  # a pointer or int the launch leaves out (None): a constexpr, as Triton binds it
+            signature[name] = "constexpr"
+            consts[name] = None
+            continue
         if isinstance(value, str) and value.startswith("tensordesc"):  # no attributes
             kind, spec = value, None
         elif isinstance(value, str):  # a pointer: torch allocations are 16-byte aligned

@@ -78,6 +78,15 @@ PTX_EQUIVALENT_TEMPLATES: dict[str, tuple[str, ...]] = {
     # the header's template hash aside (tests/test_head_sum.py); its PTX is unchanged. The '_hc'
     # prefill_paged trials that predated the store were re-timed (db/triton-3.8) or dropped
     # (db/triton-3.9; docs/PERF.md, "Chunked prefill (prefill_paged)").
+    # decode_paged, issue 29: launch(tile_max=...), the top-k's tile maxima from the epilogue (every
+    # added line behind the TILE_MAX constexpr, the new pointers None when off). Off, every decode
+    # module of the committed tuned tables compiles to the same PTX (python -m bench.template_ptx:
+    # tables/nvidia_h200 sm_90 under Triton 3.6, its triton-3.8 and triton-3.9 tables under those,
+    # the RTX PRO 6000's predicted table sm_120 under 3.6; docs/perf_logs/topk_epilogue_ptx/).
+    "42c3ed74e8c8d91f3376e762174cf8c6817d1caa9f152b71d05e62ceb66653e4": (
+        "ad5abc8fb6f58b1abc0d4ef06beec437595526e83ea92f442d1bedcf0ff930c8",
+        "9685a8a3540ae0ce1676705c496320dad583caab010d86150db0a313f7007020",
+        "ef0cde9aae2ca034ec6d90a073d3ff12b7f0922385ddca641c94d6c7d0f59b78"),
     "cc038fdfc293e0d41842edeefc52474307272d94b32d41ef7ecc676e9b7593c6": (
         "33108b69ead548a4a34f365b187683705c912437ee554d25043a308e04078bf0",
         "829f023c308c034c874488545ad58fd8f013f972d60e1567ec39bbe3c8ebe408",

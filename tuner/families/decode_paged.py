@@ -16,6 +16,10 @@ from ..inputs import DecodeInputs, make_decode_inputs, make_lens
 from .base import Family, GateStep
 from .typical import TRITON_DTYPE, TYPICAL_BATCH, TYPICAL_CONTEXT, kv_descriptor, paged_strides
 
+# The kernel's top-k tile-maxima parameters (launch(tile_max=...): the tiles path's first pass in the
+# epilogue, indexer_logits._topk); the tuner and the cross-compiles take the kernel without them.
+TILE_MAX_ARGS = ("max_ptr", "max_stride", "ntiles_ptr", "state_ptr", "state_offset", "state_stride")
+
 
 class DecodePaged(Family):
     kind = DECODE_PAGED
@@ -135,6 +139,8 @@ class DecodePaged(Family):
             "max_context_len": TYPICAL_CONTEXT, "batch": TYPICAL_BATCH,
             "bt_cols": TYPICAL_CONTEXT // problem.page_size,  # the block table's width (bt_stride if contiguous)
             "guess_per": 16,  # the split grid's tiles per program for a request that fills the table
+            # the top-k's tile maxima (launch(tile_max=...)), off as the logits calls launch it: None
+            **dict.fromkeys(TILE_MAX_ARGS),
         }
 
 

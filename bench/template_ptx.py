@@ -1,0 +1,107 @@
+"""Is a template change free for the committed tables? Each module a table ships, cross-compiled
+(no GPU) as committed and as the current templates render its config, PTX body against PTX body.
+
+    python -m bench.template_ptx [--table DIR] [--target sm_90] [--family decode_paged] [--jobs 2] [--json FILE]
+
+A table's trials were timed with the template its modules were rendered from; where every module
+compiles to the same PTX under the current template (the .loc / .file debug lines, which name the
+source file, aside), those timings stand for it, and the new template hash may be recorded as
+equivalent (tuner.tables.PTX_EQUIVALENT_TEMPLATES). Run it under the Triton a table was tuned with
+(its triton-X.Y tables under that Triton: the .ci/triton_matrix.sh venvs). Both forms are launched
+as the tuner compiles them (tuner.signature: typical arguments, parameters the logits calls leave out
+as None). Exit 1 when a module's PTX differs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compiles, never interprets
+
+from indexer_logits._identity import Config, Problem  # noqa: E402
+from tuner.render import load_module, render  # noqa: E402
+from tuner.signature import build_signature  # noqa: E402
+from tuner.xcompile import _ptxas_report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"sm_90": 90, "sm_120": 120}
+
+
+def ptx_body(ptx: str) -> str:
+    """The kernel's body without its debug lines (they name the source file)."""
+    body = ptx[ptx.index(".entry"):]
+    return "\n".join(ln for ln in body.splitlines() if not re.match(r"\s*(\.loc|\.file|\.section\s+\.debug)", ln)
+                     ).split("\n}", 1)[0]
+
+
+def compile_module(path: Path, problem: Problem, config: Config, capability: int) -> tuple[str, int]:
+    """(PTX body, registers) of the module's kernel, launched as the tuner's cross-compile does."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(load_module(path), problem.kind.kernel)
+    signature, consts, attrs = build_signature(fn, problem, config=config)
+    names = {p.name for p in fn.params}
+    signature = {n: v for n, v in signature.items() if n in names}
+    c = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                       target=GPUTarget("cuda", capability, 32),
+                       options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+    ptx = c.asm["ptx"]
+    return ptx_body(ptx), _ptxas_report(ptx, capability)["registers"]
+
+
+def _one(job: tuple) -> dict:
+    table_dir, variant, record, capability, gen = job
+    problem, config = Problem(**record["problem"]), Config(**record["config"])
+    new_path = Path(gen) / f"current__{variant}.py"
+    new_path.write_text(render(problem, config))
+    try:
+        old, old_regs = compile_module(Path(table_dir) / record["file"], problem, config, capability)
+        new, new_regs = compile_module(new_path, problem, config, capability)
+    except Exception as exc:  # a compile failure is a finding, not a crash of the whole run
+        return {"variant": variant, "same": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"variant": variant, "same": old == new, "registers": [old_regs, new_regs]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--table", action="append", default=None,
+                    help="a table directory (repeatable; default indexer_logits/tables/nvidia_h200)")
+    ap.add_argument("--target", default="sm_90", choices=sorted(TARGETS))
+    ap.add_argument("--family", default="decode_paged")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", default=None, help="write every module's result here")
+    a = ap.parse_args(argv)
+    import triton
+
+    gen = tempfile.mkdtemp(prefix="template_ptx_")
+    jobs = []
+    for table in a.table or [str(ROOT / "indexer_logits/tables/nvidia_h200")]:
+        modules = json.loads((Path(table) / "dispatch.json").read_text())["modules"]
+        jobs += [(table, v, m, TARGETS[a.target], gen) for v, m in sorted(modules.items())
+                 if m["problem"]["family"] == a.family]
+    print(f"triton {triton.__version__}, {a.target}: {len(jobs)} {a.family} modules", flush=True)
+    rows = []
+    with ProcessPoolExecutor(max(1, a.jobs)) as pool:
+        for i, row in enumerate(pool.map(_one, jobs), 1):
+            rows.append(row)
+            if not row["same"]:
+                print(f"  DIFFERS {row['variant']}: {row.get('error') or row['registers']}", flush=True)
+            if i % 20 == 0 or i == len(jobs):
+                print(f"  {i}/{len(jobs)} compared", flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"triton": triton.__version__, "target": a.target, "rows": rows}, indent=1))
+    differ = sum(not r["same"] for r in rows)
+    print(f"{len(rows) - differ} of {len(rows)} modules: the same PTX" + (f"; {differ} differ" if differ else ""))
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""bench.template_ptx (no GPU): a committed module and the current template's render of its config
+compile to the same PTX body (debug lines aside); a module whose code differs is found and fails the run."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import template_ptx as T
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "indexer_logits" / "tables" / "nvidia_h200"
+
+
+def test_ptx_body_drops_the_debug_lines():
+    ptx = ".version 8.7\n.visible .entry k(\n)\n{\n\t.loc 1 2 3\n\tmov.u32 %r1, 0;\n.file 1 \"x.py\"\n}\n// end"
+    assert T.ptx_body(ptx) == ".entry k(\n)\n{\n\tmov.u32 %r1, 0;"
+
+
+def _one_module_table(tmp_path: Path) -> tuple[Path, Path]:
+    table = json.loads((H200 / "dispatch.json").read_text())
+    variant = next(v for v, m in sorted(table["modules"].items())
+                   if m["problem"]["family"] == "decode_paged" and m["config"].get("programs_per_sm", 0) == 0)
+    record = table["modules"][variant]
+    shutil.copy(H200 / record["file"], tmp_path / record["file"])
+    (tmp_path / "dispatch.json").write_text(json.dumps({"modules": {variant: record}}))
+    return tmp_path, tmp_path / record["file"]
+
+
+@pytest.mark.slow
+def test_a_committed_module_compiles_as_its_render_and_a_changed_one_does_not(tmp_path, capsys):
+    table, module = _one_module_table(tmp_path)
+    assert T.main(["--table", str(table), "--jobs", "1", "--json", str(tmp_path / "same.json")]) == 0
+    assert [r["same"] for r in json.loads((tmp_path / "same.json").read_text())["rows"]] == [True]
+    text = module.read_text()
+    assert 'float("-inf")' in text
+    module.write_text(text.replace('float("-inf")', 'float("inf")'))  # another constant in the PTX
+    assert T.main(["--table", str(table), "--jobs", "1"]) == 1
+    assert "DIFFERS" in capsys.readouterr().out
