@@ -81,7 +81,8 @@ PER_TOKEN_ENTRIES = "IN_PAGE: tl.constexpr = tl.constexpr(False)"  # tiles over 
 # (anchor, replacement); each anchor must occur exactly once in the module.
 PATCHES = [
     ("@triton.jit\ndef _decode_paged_kernel(", TIMER_SRC + "@triton.jit\ndef _decode_paged_kernel("),
-    ("    max_context_len, batch,\n    CLEAN: tl.constexpr", "    max_context_len, batch, probe_ptr,\n    CLEAN: tl.constexpr"),
+    ("state_ptr, state_offset, state_stride,\n    CLEAN: tl.constexpr",
+     "state_ptr, state_offset, state_stride, probe_ptr,\n    CLEAN: tl.constexpr"),
     ("    NH: tl.constexpr = NEXT_N * HEADS\n",
      "    _t_start = _timer_after(tl.program_id(1))\n"
      "    _probe = probe_ptr + (tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)).to(tl.int64) * PROBE_STRIDE\n"
@@ -100,7 +101,7 @@ PATCHES = [
      "    tl.store(_probe + 5, _smid(n_tiles).to(tl.int64))\n"
      "    tl.store(_probe + 6, n_tiles.to(tl.int64))\n"
      "    if CLEAN:\n"),
-    ("max_context_len, batch,\n        CLEAN=", "max_context_len, batch, PROBE,\n        CLEAN="),
+    ("ntiles, state, state_offset, state_stride,\n", "ntiles, state, state_offset, state_stride, PROBE,\n"),
 ]
 # The loop's end: right before the run's one store (store="run"), else right after the loop (inside
 # `if n_tiles > 0:`, just before the stores PATCHES puts ahead of `if CLEAN:`).
