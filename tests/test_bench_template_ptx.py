@@ -38,3 +38,12 @@ def test_a_committed_module_compiles_as_its_render_and_a_changed_one_does_not(tm
     module.write_text(text.replace('float("-inf")', 'float("inf")'))  # another constant in the PTX
     assert T.main(["--table", str(table), "--jobs", "1"]) == 1
     assert "DIFFERS" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_epilogue_on_compiles_without_a_spill(tmp_path):
+    """--tile-max: the current render with the top-k's epilogue on (tiles of 8, the range merged)."""
+    table, _ = _one_module_table(tmp_path)
+    assert T.main(["--table", str(table), "--jobs", "1", "--tile-max", "8", "--json", str(tmp_path / "on.json")]) == 0
+    (row,) = json.loads((tmp_path / "on.json").read_text())["rows"]
+    assert row["same"] and row["spills"] == 0 and min(row["registers"]) > 0
