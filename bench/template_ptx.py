@@ -28,12 +28,10 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-os.environ.pop("TRITON_INTERPRET", None)  # compiles, never interprets
-
-from indexer_logits._identity import Config, Problem  # noqa: E402
-from tuner.render import load_module, render  # noqa: E402
-from tuner.signature import build_signature  # noqa: E402
-from tuner.xcompile import _ptxas_report  # noqa: E402
+from indexer_logits._identity import Config, Problem
+from tuner.render import load_module, render
+from tuner.signature import build_signature
+from tuner.xcompile import _ptxas_report
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"sm_90": 90, "sm_120": 120}
@@ -100,6 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write every module's result here")
     ap.add_argument("--tile-max", type=int, default=0, help="the top-k epilogue on, tiles of this many keys")
     a = ap.parse_args(argv)
+    # it compiles, never interprets: the generated modules are loaded (in the workers) after this
+    os.environ.pop("TRITON_INTERPRET", None)
     import triton
 
     gen = tempfile.mkdtemp(prefix="template_ptx_")
