@@ -6,7 +6,9 @@
 # much at 32 x 128K next_n 2 (64 rows), 18-22 us at 128 x 128K (twice the maxima bytes); bench.topk's
 # 64 x 128K 1.245-1.25 (1.28 before), the other cases as before (the tiles path serves none of them).
 set -x
-timeout 240 python3 -m pytest -q -m gpu tests/test_topk_gpu.py > $OUT/gpu_tests.log 2>&1
+# the tests the epilogue touches: every tiles-path case, the new test, the graph and second-call tests
+timeout 240 python3 -m pytest -q -m gpu tests/test_topk_gpu.py -k 'tiles or epilogue or second_call or graph_replay' \
+  > $OUT/gpu_tests.log 2>&1
 tail -3 $OUT/gpu_tests.log
 timeout 200 python3 docs/perf_logs/topk_epilogue_h200/epilogue_onoff.py --out $OUT/onoff.json > $OUT/onoff.log 2>&1
 tail -6 $OUT/onoff.log
