@@ -89,7 +89,7 @@ def _one(job: tuple) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.template_ptx", description=__doc__.split("\n\n")[0])
     ap.add_argument("--table", action="append", default=None,
                     help="a table directory (repeatable; default indexer_logits/tables/nvidia_h200)")
     ap.add_argument("--target", default="sm_90", choices=sorted(TARGETS))

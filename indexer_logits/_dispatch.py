@@ -101,7 +101,7 @@ class Selection:
     # table's modules do not, and are launched plainly).
     supports_pdl: bool = False
     # The module's key tile where its launch() also writes the top-k's tile maxima (tile_max=...:
-    # split-grid decode modules emitted since the top-k epilogue), else 0.
+    # split-grid decode modules emitted since the top-k epilogue) at a price worth paying, else 0.
     tile_max_block: int = 0
 
     @property
@@ -239,7 +239,13 @@ def _supports_pdl(module: ModuleType) -> bool:
 
 
 def _tile_max_block(module: ModuleType) -> int:
-    return int(module.BLOCK_T.value) if getattr(module, "SUPPORTS_TILE_MAX", False) is True else 0
+    # Only where the logits are stored once a run (store "run"): there the maxima come from the run's
+    # tile in registers, +1.8% of the logits kernel at 64 x 128K on the H200 against the 10 us a top-k
+    # saves; stored per tile, the per-tile reshape and max cost +8% (128 x 128K) and +30% (next_n 2,
+    # 32 x 128K), more than the selection saves (docs/PERF.md, "Top-k: the tile maxima from the logits
+    # epilogue").
+    store_run = getattr(getattr(module, "STORE_RUN", None), "value", False) is True
+    return int(module.BLOCK_T.value) if getattr(module, "SUPPORTS_TILE_MAX", False) is True and store_run else 0
 
 
 def device_compute_capability(device: torch.device) -> Optional[str]:

@@ -18,7 +18,7 @@ GPU_MODEL = re.compile(r"(?i)(^|[_\-.])(h100|h200|h800|h20|a100|a800|a10|l40s?|l
 
 def test_the_tools():
     assert TOOLS == ["blind_tune", "ceilings", "checks", "chunked_prefill", "deepgemm", "eager", "eager_topk", "fastpath", "host", "model_fit",
-                     "pdl", "predicted", "runs", "sweep", "table_configs", "template_ab", "timeline", "topk",
+                     "pdl", "predicted", "runs", "sweep", "table_configs", "template_ab", "template_ptx", "timeline", "topk",
                      "topk_xcompile", "triton_serve", "triton_versions", "workers", "xcompile_ir"]
     assert (BENCH / "__init__.py").is_file() and not (ROOT / "scripts").exists()
 

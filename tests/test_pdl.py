@@ -116,7 +116,7 @@ def test_shipped_decode_modules_support_pdl():
             is_decode = info["problem"]["family"] == "decode_paged"
             assert ("\nSUPPORTS_PDL = True\n" in text) == is_decode, (table_file, variant)
             if is_decode:
-                assert "pdl=False):" in text and "launch_pdl=bool(pdl)" in text, variant
+                assert "pdl=False" in text and "launch_pdl=bool(pdl)" in text, variant
                 seen += 1
     assert seen > 0
 

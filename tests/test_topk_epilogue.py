@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import indexer_logits as K
-from indexer_logits import _decode, _topk, _topk_select as S, _topk_tiles as TT
+from indexer_logits import _decode, _dispatch, _topk, _topk_select as S, _topk_tiles as TT
 from indexer_logits._identity import Config, Problem
 from tuner.inputs import make_decode_inputs
 from tuner.render import load_module, render
@@ -137,6 +137,11 @@ def test_paged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, nex
     (tile_max), the selection launches neither the maxima kernel nor a range kernel, and the
     answer is torch's on the same logits; with EPILOGUE off, the path's own first pass again."""
     monkeypatch.setattr(S, "PATH", "tiles")
+    # the interpreter's default modules store per tile, where the runtime does not ask (too dear on the
+    # GPU: test_the_epilogue_is_asked_of_run_store_modules_only); this test is of the wiring
+    real_selection = _decode._decode_selection
+    monkeypatch.setattr(_decode, "_decode_selection", lambda *a: dataclasses.replace(real_selection(*a),
+                                                                                    tile_max_block=64))
     inp, args = _paged_call(next_n, lens_mode)
     written = []
     real = _decode._paged_logits
@@ -179,3 +184,14 @@ def test_a_module_without_the_epilogue_leaves_the_selection_its_first_pass(kerne
     assert_same_topk(idx, None, logits, 256, *_row_windows_decode(inp.context_lens, 2, logits.shape[0]))
     K.fp8_paged_mqa_topk(*args, 256)
     assert asked[0] is True and asked[-1] is False and len(_topk._NO_EPILOGUE) == 1
+
+
+def test_the_epilogue_is_asked_of_run_store_modules_only(rendered):
+    """Selection.tile_max_block: the key tile of a split-grid module that stores its logits once a
+    run; 0 for one that stores per tile (the per-tile maxima cost the logits kernel 8-30% on the H200)
+    and for a persistent grid (which stores per tile: store "run" is the split grid's)."""
+    problem = Problem()
+    run = rendered(problem, Config(**K_ROWS, store="run"))
+    tile = rendered(problem, Config(**K_ROWS))
+    persistent = rendered(problem, Config(block_t=64, tiles_per_program=1, programs_per_sm=2, dot_dtype="fp16"))
+    assert [_dispatch._tile_max_block(m) for m in (run, tile, persistent)] == [64, 0, 0]

@@ -89,9 +89,11 @@ def test_decode_topk_graph_replay_no_sync(path):
 
 @pytest.mark.parametrize("next_n", [1, 2])
 def test_decode_topk_takes_the_tile_maxima_from_the_logits_kernel(next_n, monkeypatch):
-    """Where the tiles path serves (the H200's top-k table: 64 rows of 128K), the logits launch
-    writes its first pass (indexer_logits._topk.EPILOGUE), on the first call and on the recorded
-    launch that serves the second, and in a CUDA graph replayed with other lengths; exact each time."""
+    """Where the tiles path serves (the H200's top-k table: 64 rows of 128K) and the logits module
+    stores per run (Selection.tile_max_block: on the H200 next_n 1's, not next_n 2's), the logits
+    launch writes its first pass (indexer_logits._topk.EPILOGUE), on the first call, on the recorded
+    launch that serves the second, and in a CUDA graph replayed with other lengths; exact each time,
+    with or without it."""
     from indexer_logits import _decode as D
     written = []
     real = D._paged_logits
@@ -105,17 +107,20 @@ def test_decode_topk_takes_the_tile_maxima_from_the_logits_kernel(next_n, monkey
     inp, args, _ = _decode(batch, ctx, next_n, lens="random", seed=7)
     if not S.tiles_first_pass(64, ctx, 2048, "cuda")[0]:
         monkeypatch.setattr(S, "PATH", "tiles")  # a GPU whose table serves this shape by another path
+    expect = bool(K.paged_selection(*args[:5], ctx).tile_max_block)
+    if torch.cuda.get_device_name().startswith("NVIDIA H200"):
+        assert expect == (next_n == 1), "the committed H200 table's 64 x 128K configs: run store at next_n 1 only"
     out = torch.empty(64, 2048, dtype=torch.int32, device="cuda")
     lo, hi = _decode_windows(inp.context_lens, next_n, 64)
     for _ in range(2):
         K.fp8_paged_mqa_topk(*args, 2048, out=out)
-        assert written.pop() is True
+        assert written.pop() is expect
         logits = K.fp8_paged_mqa_logits(*args, False)
         assert mismatched_rows(out, logits, lo, hi, 2048) == 0
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         K.fp8_paged_mqa_topk(*args, 2048, out=out)
-    assert written.pop() is True
+    assert written.pop() is expect
     for lens in (torch.full_like(inp.context_lens, next_n), torch.randint(next_n, ctx + 1, inp.context_lens.shape,
                                                                           device="cuda", dtype=torch.int32)):
         inp.context_lens.copy_(lens)
