@@ -30,11 +30,10 @@ from pathlib import Path
 
 from indexer_logits._identity import Config, Problem
 from tuner.render import load_module, render
-from tuner.signature import build_signature
-from tuner.xcompile import _ptxas_report
+from tuner.space import TARGETS, Target
+from tuner.xcompile import _ptxas_report, compile_fn
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {"sm_90": 90, "sm_120": 120}
 
 
 def ptx_body(ptx: str) -> str:
@@ -49,40 +48,29 @@ TILE_MAX_ON = {"max_ptr": "*fp32", "max_stride": 16384, "ntiles_ptr": "*i32", "s
                "state_offset": 64 * 144, "state_stride": 144}
 
 
-def compile_module(path: Path, problem: Problem, config: Config, capability: int, tile_max: int = 0):
+def compile_module(path: Path, problem: Problem, config: Config, target: Target, tile_max: int = 0):
     """(PTX body, ptxas report) of the module's kernel, launched as the tuner's cross-compile does
     (with tile_max: the top-k's epilogue on, tiles of that many keys, the range merged)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     fn = getattr(load_module(path), problem.kind.kernel)
-    extra = dict(TILE_MAX_ON) if tile_max else None
-    constexprs = {"TILE_MAX": tile_max, "TILE_RANGE": True} if tile_max else None
-    signature, consts, attrs = build_signature(fn, problem, constexprs=constexprs, config=config, extra_args=extra)
-    names = {p.name for p in fn.params}
-    signature = {n: v for n, v in signature.items() if n in names}
-    c = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
-                       target=GPUTarget("cuda", capability, 32),
-                       options={"num_warps": config.num_warps, "num_stages": config.num_stages})
-    ptx = c.asm["ptx"]
-    return ptx_body(ptx), _ptxas_report(ptx, capability)
+    ptx = compile_fn(fn, problem, config, target, {"TILE_MAX": tile_max, "TILE_RANGE": True} if tile_max else None,
+                     dict(TILE_MAX_ON) if tile_max else None).asm["ptx"]
+    return ptx_body(ptx), _ptxas_report(ptx, target.capability)
 
 
 def _one(job: tuple) -> dict:
-    table_dir, variant, record, capability, gen, tile_max = job
+    table_dir, variant, record, target, gen, tile_max = job
     problem, config = Problem(**record["problem"]), Config(**record["config"])
     new_path = Path(gen) / f"current__{variant}.py"
     new_path.write_text(render(problem, config))
     try:
         if tile_max:  # the epilogue on against off, both from the current render
-            _, off = compile_module(new_path, problem, config, capability)
-            _, on = compile_module(new_path, problem, config, capability, tile_max)
+            _, off = compile_module(new_path, problem, config, target)
+            _, on = compile_module(new_path, problem, config, target, tile_max)
             spills = on["spill_stores"] + on["spill_loads"]
             return {"variant": variant, "same": spills == 0, "registers": [off["registers"], on["registers"]],
                     "spills": spills}
-        old, old_rep = compile_module(Path(table_dir) / record["file"], problem, config, capability)
-        new, new_rep = compile_module(new_path, problem, config, capability)
+        old, old_rep = compile_module(Path(table_dir) / record["file"], problem, config, target)
+        new, new_rep = compile_module(new_path, problem, config, target)
     except Exception as exc:  # a compile failure is a finding, not a crash of the whole run
         return {"variant": variant, "same": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
     return {"variant": variant, "same": old == new, "registers": [old_rep["registers"], new_rep["registers"]]}

@@ -174,16 +174,22 @@ _SCRATCH: Path | None = None
 def compile_kernel(problem: Problem, config: Config, target: Target, template_dir: Path | None = None):
     """Triton's compiled kernel of one variant for `target` (its .asm: ttir, ttgir, ptx, cubin).
     This process must have TRITON_INTERPRET unset; compile_variant says whether the kernel fits."""
+    # a candidate's modules go to their own folder: load_module caches by path
+    out_dir = _scratch_dir() / ("alt_" + template_hash(problem.family, template_dir)[:12] if template_dir else "")
+    module = load_module(emit(problem, config, out_dir, template_dir))
+    return compile_fn(getattr(module, problem.kind.kernel), problem, config, target)
+
+
+def compile_fn(fn, problem: Problem, config: Config, target: Target, constexprs: dict | None = None,
+               extra_args: dict | None = None):
+    """Triton's compiled kernel of a module's jit function for `target`, specialised as
+    tuner.signature.build_signature launches it (`constexprs`, `extra_args`: as it takes them)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    # a candidate's modules go to their own folder: load_module caches by path
-    out_dir = _scratch_dir() / ("alt_" + template_hash(problem.family, template_dir)[:12] if template_dir else "")
-    module = load_module(emit(problem, config, out_dir, template_dir))
-    fn = getattr(module, problem.kind.kernel)
-    signature, constexprs, attrs = build_signature(fn, problem, config=config)
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    signature, consts, attrs = build_signature(fn, problem, constexprs, config, extra_args)
+    src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
                           options={"num_warps": config.num_warps, "num_stages": config.num_stages})
 
