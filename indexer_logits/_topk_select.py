@@ -149,7 +149,7 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     if rows == 0:
         return path
     s = path_settings(path, settings)
-    words = rows * (kernels().STATE + 2 * s["BINS"]) if path != "row" else 0  # the state and histograms read
+    words = rows * state_words(s) if path != "row" else 0  # the state and histograms read
     parts = 2 if path == "tiles" else 1  # the tiles path's two selections keep a state each
     if ws.numel() < parts * words or not ws.is_contiguous():
         raise ValueError(f"ws: {ws.numel()} int32 words{'' if ws.is_contiguous() else ', not contiguous,'} for "
@@ -281,7 +281,12 @@ def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
     if path != "tiles":
         return 0, 0
     s = path_settings("tiles", settings)
-    return _tile(s, width, k), kernels().STATE + 2 * s["BINS"]
+    return _tile(s, width, k), state_words(s)
+
+
+def state_words(s: dict) -> int:
+    """int32 words of one row's selection state and histograms under settings `s` (a workspace row)."""
+    return kernels().STATE + 2 * s["BINS"]
 
 
 def _tiles_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
