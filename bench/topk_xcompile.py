@@ -33,7 +33,7 @@ def _args(k: int) -> dict:
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
     """(name, jit function, constexprs, warps) of every kernel each path launches."""
     from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_row as R, _topk_select as S
-    from indexer_logits import _topk_tiles as T
+    from indexer_logits import _topk_bound as B, _topk_tiles as T
     common = {"WINDOW": 1, "BLOCK": S.BLOCK, "BINS_": KN.BINS}
     kp = 1 << (k - 1).bit_length()
     compact = {"KP": kp, "WRITE_VALUES": False, "SCAN_SLOTS": S.SCAN_SLOTS, "PDL": True}
@@ -67,6 +67,10 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp), "PDL": True}, w),
         ("tiles: compaction remapping (MERGE)", KN.topk_compact_remap_kernel,
          {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "REMAP_": 16}, w),
+        # the bound path: its maxima's range and round 1 are the rounds' kernels above
+        ("bound: keys above the bound", B.topk_bound_count_kernel, {**common, "MARGIN_": B.MARGIN, "PDL": True}, w),
+        ("bound: compaction", B.topk_bound_compact_kernel,
+         {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "MARGIN_": B.MARGIN}, w),
     ]
 
 

@@ -125,6 +125,11 @@ def serve(key: Optional[tuple], inputs: list, out_index: int) -> Optional[torch.
     return None if replay is None else replay(inputs, out_index)
 
 
+# Other memories of what serves a call shape, emptied with these: indexer_logits._topk's shapes whose
+# logits module cannot write the top-k's tile maxima (another table may serve them by one that can).
+ALSO_CLEARED: list = []
+
+
 def clear() -> None:
     """Forget every recorded launch (with the dispatch's cache: tables may have changed)."""
     with _RECORD_LOCK:
@@ -132,6 +137,8 @@ def clear() -> None:
         _UNCACHEABLE.clear()
         _call_key.clear()
         _direct_launch.clear()
+        for memory in ALSO_CLEARED:
+            memory.clear()
 
 
 def replays() -> dict[tuple, "Replay"]:

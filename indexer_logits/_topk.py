@@ -23,6 +23,7 @@ from typing import Optional
 
 import torch
 
+from . import _fastpath
 from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunked
 from ._decode import topk_logits
 from ._prefill import bf16_mqa_logits, fp8_mqa_logits
@@ -40,6 +41,7 @@ NEG_INF = float("-inf")
 # of 356 at 64 x 128K on the H200 (docs/PERF.md, "Top-k: the tile maxima from the logits epilogue").
 EPILOGUE = True
 _NO_EPILOGUE: set = set()  # call shapes whose serving logits module cannot write the maxima (asked once)
+_fastpath.ALSO_CLEARED.append(_NO_EPILOGUE)  # clear_cache(): another table may serve them by one that can
 
 
 def _on_device(device: torch.device) -> bool:

@@ -210,10 +210,12 @@ def _out_key(p, lrow, mask, REMAP_: tl.constexpr):
 def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
              BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
-             lrow, REMAP_: tl.constexpr, st_first=None):
+             lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
     thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
-    as keys (_out_key) and the row's last program zeroes `st_first` too."""
+    as keys (_out_key) and the row's last program zeroes `st_first` too. With ONE_ROUND_ (the bound
+    path, indexer_logits._topk_bound: one histogram) the thresholds are t1 alone: the scores above
+    bin t1 are taken, bin t1's are the candidates (t2 is -1), and `st_first` is zeroed too."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     offs = tl.arange(0, BLOCK)
@@ -222,8 +224,12 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
         m = t < end
         x = tl.load(base + t, mask=m, other=0.0)
         d1, d2 = _digits(x, m_lo, scale, BINS_)
-        take = m & ((d1 > t1) | ((d1 == t1) & (d2 > t2)))
-        tie = m & (d1 == t1) & (d2 == t2)
+        if ONE_ROUND_:
+            take = m & (d1 > t1)
+            tie = m & (d1 == t1)
+        else:
+            take = m & ((d1 > t1) | ((d1 == t1) & (d2 > t2)))
+            tie = m & (d1 == t1) & (d2 == t2)
         if SCAN_SLOTS:  # one atomic per block, slots by a prefix sum over the block
             n_take = tl.sum(take.to(tl.int32), 0)
             if n_take > 0:
@@ -251,6 +257,8 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
         if ZERO_STATE:  # every program of the row is done with its state and histograms: zero them
             _zero_state(st, BINS_)
             if REMAP_ > 0:  # and the first selection's, which every pick program read before this kernel
+                _zero_state(st_first, BINS_)
+            if ONE_ROUND_:  # and the maxima's, which every program of the row read at its start
                 _zero_state(st_first, BINS_)
 
 

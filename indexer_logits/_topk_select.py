@@ -4,7 +4,6 @@ shapes and the SM count only."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Optional
 
 import torch
@@ -13,6 +12,8 @@ from . import _api, _recorded_launches, _topk_table
 from ._identity import slugify
 from ._api import get_num_sms
 from ._checks import check_tile_maxima
+from ._topk_launch import (_launch_options, _launch_setup, _pdl, _window_args, bound_kernels, chunk_size, fused_kernels,
+                           kernels, row_kernels, tiles_kernels)
 
 WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
 # Launch settings: the best of bench.topk --sweep on the H200 (selection alone, 4 decode shapes;
@@ -31,7 +32,7 @@ PDL = None            # kernels 2-4 as programmatic dependent launches: None = o
 # 4K-32K keys, selection alone: 15.5-48 us against 17.8-53) and slower elsewhere (a program's
 # passes over one long row; a second wave past the SM count).
 PATH = "auto"
-PATHS = ("fused", "rounds", "row", "tiles")
+PATHS = ("fused", "rounds", "row", "tiles", "bound")
 ROW_MIN_FILL = 0.85    # row serves from this fraction of the SMs' count of rows up to that count
 ROW_MAX_WIDTH = 32768  # and rows of at most this many keys (the crossover measured 4K-32K)
 # tiles serves rows of at least TILES_MIN_WIDTH keys, TILES_MIN_ROWS rows or more, TILES_MIN_KEYS
@@ -59,6 +60,8 @@ def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
     (the tiles path's buffers; the other paths' few words a row are not counted), so that
     prefill's blocks of rows count it in their scratch (indexer_logits._topk.scratch_rows)."""
     path, settings = _serving(rows, width, torch.device(device))
+    if path == "bound":  # its maxima and tile count
+        return 4 * (tiles_kernels().tiles_for(width, _tile(path_settings(path, settings), width, k, path)) + 1)
     if path != "tiles":
         return 0
     return tiles_kernels().scratch_bytes(1, width, k, _tile(path_settings("tiles", settings), width, k), 0)
@@ -75,38 +78,6 @@ def _serving(rows: int, width: int, device) -> tuple:
     return pick_path(rows, width, device), None
 
 
-_MODULES: dict = {}
-
-
-def _module(name: str):
-    """A kernels' module, imported on first use and kept (import_module costs ~1-2 us a call)."""
-    mod = _MODULES.get(name)
-    if mod is None:
-        mod = _MODULES[name] = importlib.import_module(name, __package__)
-    return mod
-
-
-def kernels():
-    """The Triton kernels' module, imported on first use like the tables' modules, so that
-    `import indexer_logits` imports torch only (and TRITON_INTERPRET may still be set after it)."""
-    return _module("._topk_kernels")
-
-
-def fused_kernels():
-    """The two-kernel path's module (imported on first use, as kernels())."""
-    return _module("._topk_fused")
-
-
-def row_kernels():
-    """The one-program-a-row path's module (imported on first use, as kernels())."""
-    return _module("._topk_row")
-
-
-def tiles_kernels():
-    """The two-pass path's module (imported on first use, as kernels())."""
-    return _module("._topk_tiles")
-
-
 def workspace(rows: int, device) -> torch.Tensor:
     """The zeroed per-row state and histograms, twice over (the tiles path's two selections keep a
     state each); the kernels leave it zero again, so one workspace serves every row block of a
@@ -114,14 +85,6 @@ def workspace(rows: int, device) -> torch.Tensor:
     kn = kernels()
     bins = max(kn.BINS, max(_topk_table.ALLOWED["rounds"]["BINS"]))  # wide enough for any table entry's bins
     return torch.zeros((2 * rows, kn.STATE + 2 * bins), dtype=torch.int32, device=device)
-
-
-def chunk_size(rows: int, width: int, block: int, programs_per_sm: int) -> int:
-    """Keys per program: enough programs per row to fill the GPU about `programs_per_sm` times, at
-    least one block of `block` keys each."""
-    blocks = max(1, -(-width // block))
-    per_row = max(1, min(blocks, -(-programs_per_sm * get_num_sms() // max(rows, 1))))
-    return block * -(-blocks // per_row)
 
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
@@ -150,7 +113,7 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
         return path
     s = path_settings(path, settings)
     words = rows * state_words(s) if path != "row" else 0  # the state and histograms read
-    parts = 2 if path == "tiles" else 1  # the tiles path's two selections keep a state each
+    parts = 2 if path in ("tiles", "bound") else 1  # a state for the keys and one for the tile maxima
     if ws.numel() < parts * words or not ws.is_contiguous():
         raise ValueError(f"ws: {ws.numel()} int32 words{'' if ws.is_contiguous() else ', not contiguous,'} for "
                          f"{rows} rows of {s['BINS']} bins by path {path!r}, expected at least {parts * words} "
@@ -160,8 +123,10 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     scratch = ()
     if path == "tiles":
         scratch = (*_tiles_scratch(rows, width, k, s, logits.device, tile_maxima), ws.view(-1)[words:2 * words])
+    elif path == "bound":
+        scratch = (*_bound_scratch(rows, width, k, s, logits.device, tile_maxima), ws.view(-1)[words:2 * words])
     elif tile_maxima is not None:
-        raise ValueError(f"tile_maxima: only the tiles path reads tile maxima, not path {path!r}")
+        raise ValueError(f"tile_maxima: only the tiles and bound paths read tile maxima, not path {path!r}")
     given = {} if tile_maxima is None else {"maxima_given": True, "range_given": tile_maxima[2:] == (True,)}
     inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
     # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the
@@ -188,6 +153,8 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
         tk = tiles_kernels()
         s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT, OWN_PDL=tk.OWN_PDL,
                  MERGE=tk.MERGE)
+    elif path == "bound":  # the four kernels' settings, its tile and the maxima kernel's step
+        s = dict(path_settings("rounds"), TILE=bound_kernels().TILE, STEP_KEYS=tiles_kernels().STEP_KEYS)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -268,9 +235,9 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
            WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, s["NUM_WARPS"]))
 
 
-def _tile(s: dict, width: int, k: int) -> int:
-    """The tiles path's tile: its TILE setting, or the model's (_topk_tiles.tile_for) where that is 0."""
-    return s["TILE"] or tiles_kernels().tile_for(width, k)
+def _tile(s: dict, width: int, k: int, path: str = "tiles") -> int:
+    """The tiles or bound path's tile: its TILE setting, or the path's model (tile_for) where that is 0."""
+    return s["TILE"] or (bound_kernels() if path == "bound" else tiles_kernels()).tile_for(width, k)
 
 
 def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
@@ -278,10 +245,10 @@ def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
     of this shape unasked (select_rows with neither path nor settings), else (0, 0): what a logits
     epilogue writes tile_maxima for, that state starting at rows * words in the workspace."""
     path, settings = _serving(rows, width, torch.device(device))
-    if path != "tiles":
+    if path not in ("tiles", "bound"):
         return 0, 0
-    s = path_settings("tiles", settings)
-    return _tile(s, width, k), state_words(s)
+    s = path_settings(path, settings)
+    return _tile(s, width, k, path), state_words(s)
 
 
 def state_words(s: dict) -> int:
@@ -359,39 +326,44 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
                TILE_=T, KB=kb, **options)
 
 
-_PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles}
+def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
+    """The bound path's tile maxima and tile counts: `given`'s (the logits kernel wrote them), or new."""
+    nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
+    if given is not None:
+        check_tile_maxima(given, rows, nt, device)
+        return given[0], given[1]
+    return torch.empty((rows, nt), dtype=torch.float32, device=device), torch.empty(rows, dtype=torch.int32,
+                                                                                   device=device)
 
 
-def _launch_setup(logits, indices, lo, hi, lens, next_n: int, s: dict):
-    """What the four- and two-kernel paths launch with: the grid (a program per row and chunk),
-    the chunk length, the window arguments every kernel takes first, whether to launch with PDL,
-    and the launch options."""
+def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch,
+                  maxima_given: bool = False, range_given: bool = False) -> None:
+    """The path bounded by the tile maxima (indexer_logits._topk_bound): the maxima, their range and
+    round 1 over them in the second half of the workspace (`ws_first`), the keys' histogram above the
+    bound, the compaction: five launches, three where the logits kernel wrote the maxima and range."""
+    kn, bk = kernels(), bound_kernels()
+    maxima, ntiles, ws_first = scratch
     rows, width = logits.shape
-    chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
-    grid = (rows, max(1, -(-width // chunk)))
-    pdl = _pdl(logits.device, s["PDL"])
-    return grid, chunk, _window_args(logits, indices, lo, hi, lens, next_n), pdl, _launch_options(pdl, s["NUM_WARPS"])
+    T = _tile(s, width, k, "bound")
+    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
+    if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
+        nt, step = tiles_kernels().tiles_for(width, T), max(1, s["STEP_KEYS"] // T)
+        mchunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
+        launch(tiles_kernels().topk_tile_max_kernel, (rows, -(-nt * T // mchunk)), *window_args, maxima,
+               maxima.stride(0), ntiles, mchunk, WINDOW=window, TILE_=T, STEP=step, num_warps=s["NUM_WARPS"])
+    mgrid, mchunk, maxima_args = _launch_setup(maxima, indices, None, None, ntiles, 1, s)[:3]
+    consts = dict(BLOCK=s["BLOCK"], BINS_=s["BINS"], PDL=pdl, **options)
+    if not range_given:
+        launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, **consts)
+    launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT, **consts)
+    launch(bk.topk_bound_count_kernel, grid, *window_args, k, ws, ws_first, chunk, WINDOW=window, MARGIN_=bk.MARGIN,
+           **consts)
+    val = indices if values is None else values
+    launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
+           val.stride(0), chunk, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
+           WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
+           MARGIN_=bk.MARGIN, **consts)
 
 
-def _window_args(logits, indices, lo, hi, lens, next_n: int) -> tuple:
-    """The arguments every selection kernel takes first (_topk_kernels._window reads the ones its
-    WINDOW needs; an absent lo / hi / lens stands in as `indices`: never read then)."""
-    lo = indices if lo is None else lo
-    hi = indices if hi is None else hi
-    lens = indices if lens is None else lens
-    return (logits, logits.stride(0), lo, hi, lens, next_n, logits.shape[1])
-
-
-def _launch_options(pdl: bool, num_warps: int) -> dict:
-    return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
-
-
-def _pdl(device, setting=None) -> bool:
-    """Whether kernels 2-4 overlap their launch with the kernel before (each waits for it with
-    gdc_wait before its first read): `setting` (PDL's value) where not None, else on CUDA devices
-    of compute capability 9.0 and newer."""
-    if setting is not None:
-        return bool(setting) and device.type == "cuda"
-    if device.type != "cuda":
-        return False
-    return torch.cuda.get_device_capability(device)[0] >= 9
+_PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles,
+              "bound": _launch_bound}

@@ -41,6 +41,9 @@ ALLOWED = {
 # launch with PDL, and whether the pick gathers the tiles it picks and the last compaction remaps
 ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "FIT": (False, True), "OWN_PDL": (False, True), "MERGE": (False, True)}
+# the bound path: the four kernels' settings (its maxima's round and its keys'), its tile (0: the
+# model's) and the maxima kernel's step
+ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096)}
 
 _CACHE: dict[str, Optional[dict]] = {}
 _ENTRIES: dict[tuple, Optional[dict]] = {}  # serving_entry's answers, per GPU and shape

@@ -132,11 +132,12 @@ def _paged_call(next_n=2, lens_mode="1d", seed=4):
 
 @needs_interpreter
 @pytest.mark.parametrize("next_n, lens_mode", [(1, "1d"), (2, "1d"), (2, "2d")])
-def test_paged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, next_n, lens_mode, monkeypatch):
-    """The tiles path serving a decode top-k: the logits launch writes the maxima and their range
-    (tile_max), the selection launches neither the maxima kernel nor a range kernel, and the
+@pytest.mark.parametrize("path", ["tiles", "bound"])
+def test_paged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, next_n, lens_mode, path, monkeypatch):
+    """The tiles or bound path serving a decode top-k: the logits launch writes the maxima and their
+    range (tile_max), the selection launches neither the maxima kernel nor a range kernel, and the
     answer is torch's on the same logits; with EPILOGUE off, the path's own first pass again."""
-    monkeypatch.setattr(S, "PATH", "tiles")
+    monkeypatch.setattr(S, "PATH", path)
     # the interpreter's default modules store per tile, where the runtime does not ask (too dear on the
     # GPU: test_the_epilogue_is_asked_of_run_store_modules_only); this test is of the wiring
     real_selection = _decode._decode_selection
@@ -195,3 +196,10 @@ def test_the_epilogue_is_asked_of_run_store_modules_only(rendered):
     tile = rendered(problem, Config(**K_ROWS))
     persistent = rendered(problem, Config(block_t=64, tiles_per_program=1, programs_per_sm=2, dot_dtype="fp16"))
     assert [_dispatch._tile_max_block(m) for m in (run, tile, persistent)] == [64, 0, 0]
+
+
+def test_clear_cache_forgets_the_shapes_whose_module_could_not_write_the_maxima():
+    """clear_cache() (tables replaced): a shape once served by a module without the epilogue is asked again."""
+    _topk._NO_EPILOGUE.add(("a call shape",))
+    K.clear_cache()
+    assert not _topk._NO_EPILOGUE

@@ -324,6 +324,6 @@ def test_tile_maxima_given_replace_the_first_pass(kernels_run, monkeypatch):
                 (maxima, ntiles.to(torch.int32), "range")):
         with pytest.raises(ValueError, match="tile_maxima"):
             S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="tiles", tile_maxima=bad)
-    with pytest.raises(ValueError, match="tile_maxima: only the tiles path"):
+    with pytest.raises(ValueError, match="tile_maxima: only the tiles and bound paths"):
         S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="rounds",
                       tile_maxima=(maxima, ntiles.to(torch.int32)))

@@ -181,9 +181,13 @@ def test_the_space_holds_what_the_h200_taught():
     assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16, 32} and not topk_tune.space("tiles", 64, 32768, 132)
     assert topk_tune.space("tiles", 256, 65536, 132)  # a prefill block of 64K-key rows: tiles is tried there
     assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True, False}
-    for s in tiles:  # every setting the space names is one a table may hold
-        T.validate({"format": 1, "gpu_slug": "x", "k": 2048, "entries": [
-            {"rows": 16, "width": 1 << 20, "path": "tiles", "settings": s}]}, "topk.json")
+    bound = topk_tune.space("bound", 64, 32768, 132)
+    assert bound and {s["TILE"] for s in bound} == {0, 4, 16} and all(s["BINS"] <= 64 for s in bound)
+    assert not topk_tune.space("bound", 128, 8192, 132)  # fewer than 2k tiles of 4 a row
+    for path, settings in (("tiles", tiles), ("bound", bound)):  # every setting the space names a table may hold
+        for s in settings:
+            T.validate({"format": 1, "gpu_slug": "x", "k": 2048, "entries": [
+                {"rows": 16, "width": 1 << 20, "path": path, "settings": s}]}, "topk.json")
 
 
 def test_a_workspace_too_small_for_the_bins_is_refused():

@@ -19,7 +19,10 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
   sqrt(width / k) lies; its first selection stopping at the bin that fits the pick (FIT) or
   finding the exact k-th tile maximum: which pays depends on how the maxima spread; its own
   kernels launched with PDL or without, and its pick gathering the tiles it picks and its last
-  compaction writing keys, or a gather and a remap kernel (both untimed when added).
+  compaction writing keys, or a gather and a remap kernel (both untimed when added);
+- the bound path (round 1 over the tile maxima names a score k keys reach; one histogram of the
+  keys above it and the compaction) from BOUND_TRIED_FROM (16K) keys a row: its tile the model's
+  (at least 2k tiles a row) or an octave either side, untimed when added.
 
 The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
 bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of
@@ -58,6 +61,9 @@ ROUNDS = 3     # alternated timings of the best and the built-in choice, the fas
 # (_topk_select.TILES_MIN_WIDTH), since it timed level with rounds at 64 x 128K end to end and at a
 # prefill block of 204 x 64K (141 us each, the selection alone; docs/PERF.md "Top-k: tiles")
 TILES_TRIED_FROM = 1 << 16
+# the bound path is tried from rows of this many keys: with fewer than 2k tiles of 4 a row its bound
+# admits a large share of the row (untimed; docs/PERF.md "Top-k: bounded by the tile maxima")
+BOUND_TRIED_FROM = 1 << 14
 # The row path's step: 4,096 keys (indexer_logits._topk_row.BLOCK). Cross-compiled, 8,192 spills
 # under Triton 3.8 and 3.9 (at 8 and 16 warps) and 2,048 at 16 warps (ptxas held it to 64 registers a
 # thread) under 3.6 and 3.8; 4,096 under none.
@@ -98,7 +104,14 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # H200: indexer_logits._topk_tiles.MERGE)
         return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, FIT=f, OWN_PDL=d)
                 for t in (0, 8, 16, 32) for b in (32, 64) for p in (8, 16) for f in (True, False) for d in (False, True)]
-    raise ValueError(f"path: expected 'rounds', 'row' or 'tiles', got {path!r}")
+    if path == "bound":
+        if width < BOUND_TRIED_FROM:
+            return []
+        # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 64 bins
+        # at most (the keys' one round: 63 bins above the bound)
+        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=bl)
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16) for bl in (512, 1024)]
+    raise ValueError(f"path: expected 'rounds', 'row', 'tiles' or 'bound', got {path!r}")
 
 
 def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
@@ -116,7 +129,7 @@ def gpu_timer(fn) -> float:
 
 def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
                 on_trial: Callable[[dict], None] = lambda t: None,
-                paths: Iterable[str] = ("rounds", "row", "tiles")) -> dict:
+                paths: Iterable[str] = ("rounds", "row", "tiles", "bound")) -> dict:
     """The table entry of one bucket: the fastest exact setting, and the built-in choice's time."""
     logits, lens = bucket_logits(rows, width, device)
     ties = logits.to(torch.bfloat16).float()  # equal keys in runs: the candidates' and overflow paths

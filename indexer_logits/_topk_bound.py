@@ -1,0 +1,130 @@
+"""The exact top-k of long rows bounded by their tile maxima (path "bound"): one histogram of the
+tile maxima names a score that at least k keys reach, and the keys below it are skipped by the one
+histogram and the compaction that follow.
+
+With a row of n keys cut into tiles of TILE (aligned to the window start, as _topk_tiles' are):
+1. tile maxima and the row's tile count (_topk_tiles.topk_tile_max_kernel), or the decode logits
+   kernel's epilogue (launch(tile_max=...)), which merges their range into the maxima's state too;
+2. the maxima's range (_topk_kernels.topk_range_kernel over them; not where the epilogue wrote it)
+   and round 1 over them (_topk_kernels.topk_hist_kernel, the maxima's state in the second half
+   of the workspace): the bin t' holding the k-th largest maximum;
+3. the keys' histogram (topk_bound_count_kernel) over a mapping whose bin 0 lies below bin t''s
+   lower edge and whose bins 1 .. BINS-1 split the rest up to the row's largest score, counting
+   the keys of bins 1 and up only (one relaxed atomic a key: a few percent of them);
+4. the compaction of _topk_kernels with that one histogram (topk_bound_compact_kernel): the keys
+   above the threshold bin to the output, the bin's keys to the candidates, ranked by the row's
+   last program (or the exact overflow path), which zeroes both states.
+
+Why it is exact whatever the scores: the mapping is monotone in the score (a clamped affine map),
+and every kernel computes it alike from the maxima's state. At least k maxima lie in bins >= t'
+(where the row has at least k tiles), so at least k keys reach bin t''s lower edge, and (with a
+margin of a sixteenth of a maxima bin for rounding) lie in bins >= 1; a key of bin 0 is then below
+k others and never selected. Bin 0 is not counted: the compaction reads its count as k, so the
+threshold is bin 0 only where bins 1 and up hold fewer than k keys (fewer than k tiles, or ties),
+and then bin 0's keys are the candidates, ranked exactly (or by the overflow path's radix), as in
+the four kernels.
+
+Why (docs/PERF.md, "Top-k: bounded by the tile maxima"): the four kernels read every key four
+times (range, two rounds, compaction: 141 us on a 204 x 64K prefill block, the rounds' histogram
+of every key 63 of it); the tiles path reads a fifth of them twice but in twelve launches. Here
+the range and round 1 run over the maxima (a TILE-th of the keys), the keys' histogram does one
+compare a key and an atomic for the few above the bound, and no round 2 runs: with at least 2k
+tiles a row the bound admits about 1.2k-1.4k keys, so 63 bins leave a few dozen candidates.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.language.extra import cuda as tl_cuda
+
+from ._topk_digits import _digits, _range, _threshold, _window
+from ._topk_kernels import _compact
+
+TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
+# The bound's margin below bin t''s lower edge, in maxima bins: scores that round across the edge
+# still land in bins >= 1 (a key of bin 0 must be below k others).
+MARGIN = 1.0 / 16
+
+
+def tile_for(width: int, k: int) -> int:
+    """At least 2k tiles a row where the row is long enough: the k-th largest maximum is then about
+    the median tile maximum, which about n * ln(2) / TILE = 1.4k keys reach (1.15k at 4k tiles), so
+    a longer tile list buys little and costs round 1 over the maxima. A power of two from 4 to 64
+    (the decode epilogue's tiles divide its 64-key block)."""
+    t = max(width // max(2 * k, 1), 1)
+    return min(64, max(4, 1 << (t.bit_length() - 1)))
+
+
+@triton.jit
+def _bound_mapping(st_first, k, MARGIN_: tl.constexpr, BINS_: tl.constexpr):
+    """(m, scale) of the keys' digits (_digits): bin 0 below the maxima's bin t' (less MARGIN_ of a
+    bin), bins 1 .. BINS_-1 from there to the row's largest score; a scale of 0 (every key in bin 0,
+    the exact overflow path) where the maxima's range is empty or a single value."""
+    m1, s1 = _range(st_first, BINS_)
+    t1, _ = _threshold(tl.load(st_first + 16 + tl.arange(0, BINS_)), k, BINS_)
+    ok = s1 > 0
+    w = 1.0 / tl.where(ok, s1, 1.0)  # a maxima bin's width
+    a = m1 + (tl.maximum(t1, 0).to(tl.float32) - MARGIN_) * w
+    span = m1 + BINS_ * w - a  # to the row's largest score (the largest maximum)
+    ok = ok & (span > 0)
+    s2 = (BINS_ - 1) / tl.where(ok, span, 1.0)
+    ok = ok & (s2 < float("inf"))
+    return tl.where(ok, a - 1.0 / tl.where(ok, s2, 1.0), 0.0), tl.where(ok, s2, 0.0)
+
+
+@triton.jit
+def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW: tl.constexpr,
+             BINS_: tl.constexpr, PDL: tl.constexpr):
+    """(row, chunk, window start and end, the keys' state, the maxima's state) of this program, after
+    waiting for the kernel before where launched as a programmatic dependent launch."""
+    if PDL:
+        tl_cuda.gdc_wait()
+    row = tl.program_id(0)
+    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
+    return (row, tl.program_id(1), lo, hi, ws_ptr + row * (16 + 2 * BINS_), ws_first_ptr + row * (16 + 2 * BINS_))
+
+
+@triton.jit
+def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, ws_first_ptr,
+                            chunk_len, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr,
+                            MARGIN_: tl.constexpr, PDL: tl.constexpr):
+    """Step 3: each key's digit over the bound's mapping, counted where it is 1 or more (one relaxed
+    atomic a key: the few above the bound). Rows of at most k keys are skipped (all of them the answer)."""
+    row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
+                                                BINS_, PDL)
+    base = logits_ptr + row.to(tl.int64) * stride_row
+    start = tl.maximum(chunk * chunk_len, lo)
+    end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    if (end > start) & (hi - lo > k):
+        m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
+        offs = tl.arange(0, BLOCK)
+        for b0 in range(start, end, BLOCK):
+            t = b0 + offs
+            m = t < end
+            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+            tl.atomic_add(st + 16 + d1, 1, mask=m & (d1 > 0), sem="relaxed")
+
+
+@triton.jit
+def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr,
+                              ws_first_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
+                              WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
+                              WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
+                              RANK_TILE_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr):
+    """Step 4: the four kernels' compaction (_topk_kernels._compact) with the one histogram: bin 0
+    read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k."""
+    row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
+                                                BINS_, PDL)
+    m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
+    bins = tl.arange(0, BINS_)
+    t1, above = _threshold(tl.where(bins == 0, k, tl.load(st + 16 + bins)), k, BINS_)
+    total = hi - lo
+    whole = total <= k  # the whole window is the answer
+    t1 = tl.where(whole, -1, t1)
+    above = tl.where(whole, total, above)
+    out_idx = idx_ptr + row.to(tl.int64) * stride_idx
+    _compact(logits_ptr + row.to(tl.int64) * stride_row, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_,
+             out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
+             BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
+             ONE_ROUND_=True)

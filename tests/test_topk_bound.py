@@ -1,0 +1,155 @@
+"""The selection bounded by the tile maxima (indexer_logits._topk_bound, path "bound") on what is
+its own: the bound admits a few percent of a long row's keys and the answer stays torch's; rows
+with fewer than k tiles, of at most k keys, empty, and partial windows; long runs of tied scores at
+the bound (the candidates overflow into the exact radix); a row of one value (the maxima's range
+empty); the workspace left zero; the maxima and their range given by the kernel before. Exactness
+is against a stable descending sort (tests/test_topk.py's assert_same_topk); the kernels, not
+torch, serve every call. The generic cases (every kind of scores, every k, both slot claims) run
+this path through tests/test_topk.py's S.PATHS; the decode epilogue through
+tests/test_topk_epilogue.py."""
+
+import pytest
+import torch
+
+from indexer_logits import _topk_bound as B, _topk_select as S, _topk_tiles as TT
+
+from test_topk import _select, assert_same_topk, needs_interpreter
+from test_topk_epilogue import _range_words
+from test_topk_tiles import kernels_run  # noqa: F401 (a fixture)
+
+
+@pytest.fixture(autouse=True)
+def _clean_runtime(clean_runtime):
+    yield
+
+
+def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
+    """Per row, the keys the bound admitted (the keys' histogram of step 3, read before the
+    compaction, which is not launched here)."""
+    rows = logits.shape[0]
+    ws = S.workspace(rows, logits.device)
+
+    def until_compaction(tag, inputs, key, launches, out_index):
+        def launch(fn, grid, *args, **kw):
+            if fn.fn.__name__ != "topk_bound_compact_kernel":
+                S._recorded_launches.plain(fn, grid, *args, **kw)
+        return launches(launch)
+    with monkeypatch.context() as m:
+        m.setattr(S._recorded_launches, "run", until_compaction)
+        idx = torch.empty(rows, k, dtype=torch.int32)
+        S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="bound", settings=settings)
+    bins = settings.get("BINS", S.kernels().BINS)
+    per_row = S.kernels().STATE + 2 * bins
+    return [int(ws.view(-1)[r * per_row + 16:r * per_row + 16 + bins].sum()) for r in range(rows)]
+
+
+@needs_interpreter
+@pytest.mark.parametrize("tile", [4, 8, 16])
+def test_the_bound_admits_few_keys_and_stays_exact(tile, kernels_run, monkeypatch):
+    """Random rows 40x longer than k, two with partial windows: the bound admits between k and a
+    few k keys a row (the model: about 1.2k-1.4k where a row has 2k-4k tiles; at 10 tiles a k a bit
+    more), the answer is torch's, and the path launches its five kernels."""
+    rows, width, k = 3, 10240, 256
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
+    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+    lo[1], hi[2] = 37, width - 5
+    settings = {"TILE": tile, "PROGRAMS_PER_SM": 1}
+    counted = _keys_counted(x, k, lo, hi, settings, monkeypatch)
+    for r, c in enumerate(counted):
+        assert k <= c <= 4 * k, f"row {r}: the bound admitted {c} keys of {int(hi[r] - lo[r])} (tile {tile})"
+    kernels_run.clear()
+    rows_ws = S.workspace(rows, "cpu")
+    idx, val = torch.empty(rows, k, dtype=torch.int32), torch.empty(rows, k)
+    S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, rows_ws, lo=lo, hi=hi, path="bound", settings=settings)
+    assert kernels_run == ["topk_tile_max_kernel", "topk_range_kernel", "topk_hist_kernel",
+                           "topk_bound_count_kernel", "topk_bound_compact_kernel"]
+    assert int(rows_ws.abs().sum()) == 0, "the path must leave both states zero"
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+def test_short_windows_few_tiles_and_empty_rows():
+    """Windows of 0, 1, k - 1, k, k + 1 keys, one of fewer than k tiles but more than k keys (no
+    bound: bin 0 is below the smallest maximum), and a long one, in one call."""
+    k, width = 128, 4096
+    sizes = [0, 1, k - 1, k, k + 1, 3 * k, width]
+    rows = len(sizes)
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(2))
+    lo = torch.tensor([0, 5, 100, 0, 7, 1000, 0], dtype=torch.int32)
+    hi = lo + torch.tensor(sizes, dtype=torch.int32)
+    assert 3 * k // B.tile_for(width, k) < k  # (row 5: fewer than k tiles)
+    idx, val = _select(x, k, lo, hi, path="bound")
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("levels", [3, 40, 1000])
+def test_ties_at_the_bound(levels):
+    """Scores of a few values (long runs of equal keys at the k-th score, the bound's bin all ties:
+    the candidates overflow CAP into the exact radix where there are few values), and bf16-like
+    rounding: the smallest indices win, the state is left zero (_select checks)."""
+    rows, width, k = 2, 6144, 200
+    g = torch.Generator().manual_seed(levels)
+    x = torch.randint(0, levels, (rows, width), generator=g).float() / levels
+    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+    idx, val = _select(x, k, lo, hi, path="bound")
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+def test_one_value_and_outliers():
+    """A row of one value (the maxima's range a single value: every key in bin 0, the radix), a row
+    with one huge outlier (the bound's bins stretched by it), a row of -inf but a few."""
+    rows, width, k = 3, 4096, 64
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(3))
+    x[0] = 0.25
+    x[1, 1234] = 1e30
+    x[2] = float("-inf")
+    x[2, ::97] = torch.arange(len(range(0, width, 97))).float()
+    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+    idx, val = _select(x, k, lo, hi, path="bound")
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+def test_tile_model():
+    """At least 2k tiles where the row is long enough; a power of two from 4 to 64."""
+    assert B.tile_for(32768, 2048) == 8 and B.tile_for(131072, 2048) == 32
+    assert B.tile_for(1 << 20, 2048) == 64 and B.tile_for(8192, 2048) == 4 and B.tile_for(65536, 2048) == 16
+    for width in (1, 100, 5000, 1 << 16, 1 << 22):
+        t = B.tile_for(width, 2048)
+        assert t in (4, 8, 16, 32, 64)
+        assert t == 4 or TT.tiles_for(width, t) >= 2 * 2048
+
+
+@needs_interpreter
+def test_tile_maxima_given_by_the_kernel_before(kernels_run):
+    """select_rows(tile_maxima=...): with the maxima alone, the range kernel over them runs; with
+    their range merged too (the decode epilogue's), neither it nor the maxima kernel does."""
+    rows, width, k = 2, 8192, 128
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(5))
+    lens = torch.full((rows,), width, dtype=torch.int32)
+    tile = B.tile_for(width, k)
+    nt = TT.tiles_for(width, tile)
+    maxima = x.view(rows, nt, tile).amax(2)
+    ntiles = torch.full((rows,), nt, dtype=torch.int32)
+    for merged in (False, True):
+        ws = S.workspace(rows, "cpu")
+        if merged:  # the range words as the epilogue merges them into the maxima's state
+            per_row = S.kernels().STATE + 2 * S.kernels().BINS
+            ws.view(-1)[rows * per_row:2 * rows * per_row].view(rows, per_row)[:, 10:12] = _range_words(maxima, ntiles)
+        kernels_run.clear()
+        idx = torch.empty(rows, k, dtype=torch.int32)
+        S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="bound",
+                      tile_maxima=(maxima, ntiles, True) if merged else (maxima, ntiles))
+        assert "topk_tile_max_kernel" not in kernels_run
+        assert ("topk_range_kernel" in kernels_run) is not merged
+        assert int(ws.abs().sum()) == 0
+        assert_same_topk(idx, None, x, k, torch.zeros(rows, dtype=torch.int32), lens)
+
+
+def test_tile_maxima_refused_by_paths_that_do_not_read_them():
+    x = torch.zeros(2, 64)
+    with pytest.raises(ValueError, match="tiles and bound paths"):
+        S.select_rows(x, 8, S.WINDOW_LIMIT, torch.empty(2, 8, dtype=torch.int32), None, S.workspace(2, "cpu"),
+                      lens=torch.full((2,), 64, dtype=torch.int32), path="rounds",
+                      tile_maxima=(torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32)))
