@@ -27,8 +27,9 @@ def _needs_cuda() -> None:
 
 
 @click.command("tune-topk")
-@click.option("--buckets", default=None, help="ROWSxWIDTH,... decode buckets (default: 1x1048576, 64x32768, "
-              "64x131072, 128x8192, 256x8192).")
+@click.option("--buckets", default=None, help="ROWSxWIDTH[:KIND],... buckets, KIND decode (the default: timed as "
+              "the decode top-k serves them, less the logits) or prefill (the selection alone; a prefill's row "
+              "blocks). Default: 1x1048576, 64x32768, 64x131072, 128x8192, 256x8192, 256x65536:prefill.")
 @click.option("--k", "k", type=click.IntRange(1, 16384), default=2048, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Table directory (default: the package's indexer_logits/tables).")
@@ -48,10 +49,10 @@ def tune_topk(buckets, k, out, trials, fresh) -> None:
     trials = trials or DB_DIR / f"topk_trials_{table.parent.name}.jsonl"
     click.echo(f"tuning the top-k selection, k {k}, {len(bucket_list)} buckets -> {table} (trials: {trials})")
     entries = topk_tune.run(bucket_list, k, table, trials, fresh=fresh, log=click.echo)
-    click.echo(f"{'bucket':>14}  {'path':6}  {'us':>8}  {'built-in us':>11}  settings")
+    click.echo(f"{'bucket':>14}  {'kind':8}{'path':6}  {'us':>8}  {'built-in us':>11}  settings")
     for e in entries:
-        click.echo(f"{e['rows']:>5}x{e['width']:<8}  {e['path']:6}  {e['us']:8.1f}  {e['default_us']:11.1f}  "
-                   f"{json.dumps(e['settings'])}")
+        click.echo(f"{e['rows']:>5}x{e['width']:<8}  {e.get('kind', '-'):8}{e['path']:6}  {e['us']:8.1f}  "
+                   f"{e['default_us']:11.1f}  {json.dumps(e['settings'])}")
 
 
 @click.command("verify-topk")

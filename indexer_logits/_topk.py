@@ -83,10 +83,12 @@ def _values_output(values_out, rows: int, k: int, device):
     return values_out
 
 
-def _select(logits, k, window, idx, val, ws, *, lo=None, hi=None, lens=None, next_n=1, tile_maxima=None) -> None:
+def _select(logits, k, window, idx, val, ws, *, lo=None, hi=None, lens=None, next_n=1, tile_maxima=None,
+            kind="prefill") -> None:
     """Kernels where they run, else torch over the same windows (reads them on the host)."""
     if _on_device(logits.device):
-        select_rows(logits, k, window, idx, val, ws, lo=lo, hi=hi, lens=lens, next_n=next_n, tile_maxima=tile_maxima)
+        select_rows(logits, k, window, idx, val, ws, lo=lo, hi=hi, lens=lens, next_n=next_n, tile_maxima=tile_maxima,
+                    kind=kind)
         return
     rows = logits.shape[0]
     r = torch.arange(rows, device=logits.device)
@@ -165,7 +167,7 @@ def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule
     window = WINDOW_LIMIT if context_lens.dim() == 2 else WINDOW_CAUSAL
     lens = context_lens.reshape(-1) if context_lens.dim() == 2 else context_lens
     _select(logits, k, window, idx, val, ws, lens=lens, next_n=next_n,
-            tile_maxima=(tile_max[0], tile_max[1], True) if written else None)
+            tile_maxima=(tile_max[0], tile_max[1], True) if written else None, kind="decode")
     return _answer(idx, val, return_values)
 
 

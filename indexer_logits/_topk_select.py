@@ -1,6 +1,8 @@
-"""Launching the top-k selection (indexer_logits._topk_fused, or _topk_kernels) over a block of
-logits rows (its torch reference: indexer_logits._topk.topk_reference). Grids and chunking depend on
-shapes and the SM count only."""
+"""Launching the top-k selection over a block of logits rows: which path serves a call (the GPU's
+tuned table, else pick_path), its settings and its launches. The paths' kernels are
+indexer_logits._topk_kernels, _topk_fused, _topk_row, _topk_tiles and _topk_bound, their grids and
+chunking (shapes and the SM count only) _topk_launch's; the torch reference is
+indexer_logits._topk.topk_reference."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ PDL = None            # kernels 2-4 as programmatic dependent launches: None = o
 # 4K-32K keys, selection alone: 15.5-48 us against 17.8-53) and slower elsewhere (a program's
 # passes over one long row; a second wave past the SM count).
 PATH = "auto"
+# (path, settings) every call takes whatever the table says where not None: a tuner trial timed as the
+# call it serves (tuner.topk_tune times decode buckets through the decode top-k, the epilogue included)
+SERVING: Optional[tuple] = None
 PATHS = ("fused", "rounds", "row", "tiles", "bound")
 ROW_MIN_FILL = 0.85    # row serves from this fraction of the SMs' count of rows up to that count
 ROW_MAX_WIDTH = 32768  # and rows of at most this many keys (the crossover measured 4K-32K)
@@ -59,7 +64,7 @@ def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
     """Device memory a row of the selection that serves (rows, width) allocates beside the logits
     (the tiles path's buffers; the other paths' few words a row are not counted), so that
     prefill's blocks of rows count it in their scratch (indexer_logits._topk.scratch_rows)."""
-    path, settings = _serving(rows, width, torch.device(device))
+    path, settings = _serving(rows, width, torch.device(device), "prefill")
     if path == "bound":  # its maxima and tile count
         return 4 * (tiles_kernels().tiles_for(width, _tile(path_settings(path, settings), width, k, path)) + 1)
     if path != "tiles":
@@ -67,12 +72,15 @@ def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
     return tiles_kernels().scratch_bytes(1, width, k, _tile(path_settings("tiles", settings), width, k), 0)
 
 
-def _serving(rows: int, width: int, device) -> tuple:
-    """(path, settings) select_rows serves a call of this shape with when given neither: PATH's,
-    or where it is "auto" the GPU's tuned table entry, else pick_path (settings None: the modules')."""
+def _serving(rows: int, width: int, device, kind: Optional[str] = None) -> tuple:
+    """(path, settings) select_rows serves a call of this shape and kind (_topk_table.KINDS) with when
+    given neither: SERVING's, PATH's, or where it is "auto" the GPU's tuned table entry, else
+    pick_path (settings None: the modules')."""
+    if SERVING is not None:
+        return SERVING
     if PATH != "auto":
         return PATH, None
-    entry = _tuned_entry(rows, width, device)
+    entry = _tuned_entry(rows, width, device, kind)
     if entry is not None:
         return entry["path"], entry["settings"]
     return pick_path(rows, width, device), None
@@ -89,7 +97,7 @@ def workspace(rows: int, device) -> torch.Tensor:
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
                 ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1, path: Optional[str] = None,
-                settings: Optional[dict] = None, tile_maxima: Optional[tuple] = None) -> str:
+                settings: Optional[dict] = None, tile_maxima: Optional[tuple] = None, kind: Optional[str] = None) -> str:
     """Write each row's top-k key indices (relative to its window start) into `indices`, and the
     scores into `values` when given. logits [R, W] float32 with unit column stride. `path`:
     which selection (PATH when None), `settings`: its launch settings over the modules' own
@@ -98,11 +106,12 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     settings. `tile_maxima`: (maxima, ntiles[, True]) of the tiles path's tile (tiles_first_pass),
     written by the kernel before (the decode logits kernel's epilogue, launch(tile_max=...)) in place
     of the path's first pass; True: it merged their range into the first selection's state (the
-    second half of `ws`) too. Returns the path that ran. A call's launches are recorded on its key's
+    second half of `ws`) too. `kind`: the call's (_topk_table.KINDS), which table entries serve it.
+    Returns the path that ran. A call's launches are recorded on its key's
     first call and replayed after (indexer_logits._recorded_launches)."""
     rows, width = logits.shape
     if path is None and settings is None:
-        path, settings = _serving(rows, width, logits.device)
+        path, settings = _serving(rows, width, logits.device, kind)
     elif path is None:
         path = PATH
     if path == "auto":
@@ -169,14 +178,14 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
     return s
 
 
-def _tuned_entry(rows: int, width: int, device) -> Optional[dict]:
-    """The tuned table's entry for this shape on this CUDA device, or None (no table, no CUDA)."""
+def _tuned_entry(rows: int, width: int, device, kind: Optional[str] = None) -> Optional[dict]:
+    """The tuned table's entry for this shape and kind on this CUDA device, or None (no table, no CUDA)."""
     if device.type != "cuda":
         return None
     slug = _DEVICE_SLUGS.get(device.index)
     if slug is None:
         slug = _DEVICE_SLUGS[device.index] = slugify(torch.cuda.get_device_name(device))
-    return _topk_table.serving_entry(slug, rows, width, _api._device_sms(device.index), ROW_MAX_WIDTH)
+    return _topk_table.serving_entry(slug, rows, width, _api._device_sms(device.index), ROW_MAX_WIDTH, kind)
 
 
 _DEVICE_SLUGS: dict = {}
@@ -241,10 +250,10 @@ def _tile(s: dict, width: int, k: int, path: str = "tiles") -> int:
 
 
 def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
-    """(tile, words a row of the first selection's state) of the tiles path where it serves a call
-    of this shape unasked (select_rows with neither path nor settings), else (0, 0): what a logits
-    epilogue writes tile_maxima for, that state starting at rows * words in the workspace."""
-    path, settings = _serving(rows, width, torch.device(device))
+    """(tile, words a row of the first selection's state) of the tiles or bound path where it serves
+    a decode call of this shape unasked (select_rows with neither path nor settings), else (0, 0):
+    what a logits epilogue writes tile_maxima for, that state starting at rows * words in the workspace."""
+    path, settings = _serving(rows, width, torch.device(device), "decode")
     if path not in ("tiles", "bound"):
         return 0, 0
     s = path_settings(path, settings)

@@ -45,6 +45,11 @@ ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS"
 # model's) and the maxima kernel's step
 ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096)}
 
+# What an entry was timed as (its optional "kind"): "decode", the logits kernel writing the tile maxima
+# where the path reads them (indexer_logits._topk.EPILOGUE), or "prefill", a row block's selection with
+# its own first pass. A call of one kind is served by entries of its kind or of none (tables before it).
+KINDS = ("decode", "prefill")
+
 _CACHE: dict[str, Optional[dict]] = {}
 _ENTRIES: dict[tuple, Optional[dict]] = {}  # serving_entry's answers, per GPU and shape
 MAX_ENTRIES = 4096  # shapes whose answer is kept (engines call a few hundred); then computed per call
@@ -75,6 +80,8 @@ def validate(table: Any, path: Path, expect_slug: Optional[str] = None) -> dict:
         allowed = ALLOWED.get(e.get("path"))
         if allowed is None:
             _fail(path, f"entries[{i}].path: expected one of {sorted(ALLOWED)}, got {e.get('path')!r}")
+        if e.get("kind", "decode") not in KINDS:
+            _fail(path, f"entries[{i}].kind: expected one of {KINDS} or none, got {e.get('kind')!r}")
         settings = e.get("settings")
         if not isinstance(settings, dict):
             _fail(path, f"entries[{i}].settings: expected an object")
@@ -110,15 +117,16 @@ def clear() -> None:
         _ENTRIES.clear()
 
 
-def serving_entry(slug: str, rows: int, width: int, sms: int, row_max_width: int) -> Optional[dict]:
+def serving_entry(slug: str, rows: int, width: int, sms: int, row_max_width: int,
+                  kind: Optional[str] = None) -> Optional[dict]:
     """entry_for over GPU `slug`'s table, kept per shape: a top-k call's lookup after its shape's
     first is one dict read (no lock, no scan of the entries)."""
-    key = (slug, rows, width, sms, row_max_width)
+    key = (slug, rows, width, sms, row_max_width, kind)
     try:
         return _ENTRIES[key]
     except KeyError:
         pass
-    entry = entry_for(load(slug), rows, width, sms, row_max_width)
+    entry = entry_for(load(slug), rows, width, sms, row_max_width, kind)
     if len(_ENTRIES) < MAX_ENTRIES:
         _ENTRIES[key] = entry
     return entry
@@ -127,16 +135,19 @@ def serving_entry(slug: str, rows: int, width: int, sms: int, row_max_width: int
 REACH = 1.0  # an entry serves shapes within this many octaves of its own, in rows and in width
 
 
-def entry_for(table: Optional[dict], rows: int, width: int, sms: int, row_max_width: int) -> Optional[dict]:
+def entry_for(table: Optional[dict], rows: int, width: int, sms: int, row_max_width: int,
+              kind: Optional[str] = None) -> Optional[dict]:
     """The entry nearest (rows, width) whose path suits the shape (the row path only for rows <= sms
-    and widths <= row_max_width, its measured range) and that lies within REACH octaves of it in
-    both; None where no entry does (the built-in choice then serves: a table says what was
-    measured, not what a shape far from it wants)."""
+    and widths <= row_max_width, its measured range), of the call's `kind` or of none (KINDS), and
+    that lies within REACH octaves of it in both; None where no entry does (the built-in choice then
+    serves: a table says what was measured, not what a shape far from it wants)."""
     if not table:
         return None
     best, best_d = None, math.inf
     for e in table["entries"]:
         if e["path"] == "row" and not (rows <= sms and width <= row_max_width):
+            continue
+        if kind is not None and e.get("kind", kind) != kind:
             continue
         dr, dw = abs(math.log2(max(rows, 1) / e["rows"])), abs(math.log2(max(width, 1) / e["width"]))
         if dr <= REACH and dw <= REACH and dr + dw < best_d:

@@ -256,7 +256,7 @@ def test_a_table_entry_for_tiles_counts_in_the_blocks(monkeypatch):
     block's budget counts that entry's buffers (its tile), as select_rows will serve it; a rounds
     entry allocates none. (The table is for CUDA devices: a stand-in answers here.)"""
     entry = {"path": "tiles", "settings": {"TILE": 8, "BINS": 32}}
-    monkeypatch.setattr(S, "_tuned_entry", lambda rows, width, device: entry)
+    monkeypatch.setattr(S, "_tuned_entry", lambda rows, width, device, kind=None: entry)
     assert S.scratch_bytes_per_row(64, 131072, 2048, "cpu") == TT.scratch_bytes(1, 131072, 2048, 8, 0)
     assert S._serving(64, 131072, torch.device("cpu")) == ("tiles", entry["settings"])
     entry = {"path": "rounds", "settings": {"BINS": 32}}

@@ -103,7 +103,7 @@ def test_select_rows_serves_the_table_entry_with_its_settings(monkeypatch):
     path (a bench's, a test's) or settings bypass the table."""
     from test_topk import assert_same_topk
     seen = []
-    monkeypatch.setattr(S, "_tuned_entry", lambda rows, width, device: seen.append((rows, width)) or
+    monkeypatch.setattr(S, "_tuned_entry", lambda rows, width, device, kind=None: seen.append((rows, width)) or
                         {"path": "rounds", "settings": {"BINS": 32, "RANK_TILE": 8, "BLOCK": 1024}})
     codes = []
     for name, code in list(S._PATH_CODE.items()):
@@ -146,26 +146,62 @@ def test_the_tuner_gates_picks_the_fastest_exact_and_keeps_every_trial(tmp_path,
         return speed[(s.get("BINS"), s.get("RANK_TILE", s.get("CAP")))]
     lines = []
     table, trials = tmp_path / "cpu" / "topk.json", tmp_path / "trials.jsonl"
-    entries = topk_tune.run([(2, 4096)], 256, table, trials, device="cpu", timer=timer, log=lines.append)
+    entries = topk_tune.run([(2, 4096, "prefill")], 256, table, trials, device="cpu", timer=timer, log=lines.append)
     (entry,) = entries
     assert (entry["path"], entry["settings"], entry["us"], entry["default_us"]) == \
         ("rounds", dict(BINS=64, RANK_TILE=32), 4.0, 9.0)
     got = [json.loads(x) for x in trials.read_text().splitlines()]
     assert [t.get("exact") for t in got] == [True, True, False, True]
     assert "us" not in got[2]  # the wrong one is never timed
-    assert json.loads(table.read_text())["entries"] == [entry] and "2x4096: rounds" in lines[-1]
-    topk_tune.run([(2, 4096)], 256, table, trials, device="cpu", timer=timer, log=lines.append)
+    assert json.loads(table.read_text())["entries"] == [entry] and "2x4096 prefill: rounds" in lines[-1]
+    topk_tune.run([(2, 4096, "prefill")], 256, table, trials, device="cpu", timer=timer, log=lines.append)
     assert "in the table, kept" in lines[-1] and len(trials.read_text().splitlines()) == 4
     speed[(None, None)] = 4.05  # the best no longer beats the built-in choice by MARGIN: the built-in it is
-    (entry,) = topk_tune.run([(2, 4096)], 256, table, trials, fresh=True, device="cpu", timer=timer, log=lines.append)
+    (entry,) = topk_tune.run([(2, 4096, "prefill")], 256, table, trials, fresh=True, device="cpu", timer=timer,
+                             log=lines.append)
     assert (entry["path"], entry["settings"], entry["us"]) == ("rounds", {}, 4.05)
     assert S.path_settings(entry["path"], entry["settings"]) == S.path_settings("rounds")
 
 
+@needs_interpreter
+def test_a_decode_bucket_is_timed_as_the_decode_top_k_serves_it(tmp_path, monkeypatch):
+    """A decode bucket: each setting timed through fp8_paged_mqa_topk served by it (S.SERVING, read at
+    launch), less the logits call alone; its answer gated too; the entry says its kind, and serves
+    decode calls only where an entry of the prefill kind is beside it."""
+    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
+        "rounds": [dict(BINS=32), dict(BINS=64)], "bound": [dict(TILE=4)]}.get(path, []))
+    speed = {None: 50.0, ("rounds", None): 60.0, ("rounds", 32): 59.0, ("rounds", 64): 58.0, ("bound", 4): 55.0}
+
+    def timer(fn):  # the fake GPU: the decode call by the setting it is served with; the logits alone 50
+        seen = []
+        real = S._serving
+        monkeypatch.setattr(S, "_serving", lambda *a: seen.append(S.SERVING) or real(*a))
+        fn()
+        monkeypatch.setattr(S, "_serving", real)
+        if not seen:
+            return speed[None]
+        path, settings = seen[0]
+        return speed[(path, (settings or {}).get("BINS", (settings or {}).get("TILE")))]
+    table, trials = tmp_path / "cpu" / "topk.json", tmp_path / "trials.jsonl"
+    (entry,) = topk_tune.run([(2, 4096, "decode")], 128, table, trials, device="cpu", timer=timer, log=lambda _: None)
+    assert (entry["kind"], entry["path"], entry["settings"], entry["us"], entry["default_us"]) == \
+        ("decode", "bound", dict(TILE=4), 5.0, 10.0)
+    got = [json.loads(x) for x in trials.read_text().splitlines()]
+    assert [(t["path"], t["exact"], t["us"]) for t in got] == [("rounds", True, 9.0), ("rounds", True, 8.0),
+                                                              ("bound", True, 5.0)]
+    prefill = dict(entry, kind="prefill", path="rounds", settings={})
+    both = {"entries": [entry, prefill]}
+    assert T.entry_for(both, 2, 4096, 4, S.ROW_MAX_WIDTH, "decode") is entry
+    assert T.entry_for(both, 2, 4096, 4, S.ROW_MAX_WIDTH, "prefill") is prefill
+    old = {"entries": [{k: v for k, v in entry.items() if k != "kind"}]}  # a table from before kinds: both
+    assert T.entry_for(old, 2, 4096, 4, S.ROW_MAX_WIDTH, "prefill") is old["entries"][0]
+
+
 def test_buckets_parse_or_name_the_option():
-    assert topk_tune.parse_buckets("64x32768, 1X1048576") == ((64, 32768), (1, 1048576))
+    assert topk_tune.parse_buckets("64x32768, 1X1048576,256x65536:prefill") == (
+        (64, 32768, "decode"), (1, 1048576, "decode"), (256, 65536, "prefill"))
     assert topk_tune.parse_buckets(None) == topk_tune.DEFAULT_BUCKETS
-    for bad in ("64", "64x", "0x8", "ax8"):
+    for bad in ("64", "64x", "0x8", "ax8", "64x8:train"):
         with pytest.raises(ValueError, match="--buckets"):
             topk_tune.parse_buckets(bad)
 
@@ -216,7 +252,7 @@ def test_fresh_retunes_the_listed_buckets_and_keeps_the_others(tmp_path, monkeyp
     another k keeps none, and the log says so)."""
     tuned = []
 
-    def fake_tune(rows, width, k, device, sms, timer, on_trial):
+    def fake_tune(rows, width, k, device, sms, timer, on_trial, kind):
         tuned.append((rows, width))
         return {"rows": rows, "width": width, "path": "rounds", "settings": {}, "us": 1.0,
                 "default_path": "rounds", "default_us": 1.0}

@@ -51,9 +51,12 @@ from .inputs import make_decode_inputs
 from .space import Problem
 from .timing import time_cuda_graph
 
-# The issue's decode shapes, 256 x 8K, and 256 x 64K: the blocks a prefill of 64K-key rows selects in
-# (4096 x 64K: 204 rows a block at the default scratch), which an entry serves within an octave.
-DEFAULT_BUCKETS = ((1, 1 << 20), (64, 32768), (64, 131072), (128, 8192), (256, 8192), (256, 65536))
+# The issue's decode shapes and 256 x 8K (decode: timed as the decode top-k serves them, the logits
+# kernel writing the tiles and bound paths' maxima), and 256 x 64K: the blocks a prefill of 64K-key rows
+# selects in (4096 x 64K: 204 rows a block at the default scratch; the selection alone, its own first
+# pass), which an entry serves within an octave.
+DEFAULT_BUCKETS = ((1, 1 << 20, "decode"), (64, 32768, "decode"), (64, 131072, "decode"), (128, 8192, "decode"),
+                   (256, 8192, "decode"), (256, 65536, "prefill"))
 DEFAULT_K = 2048
 MARGIN = 0.02  # a tuned setting is kept only this much faster than the built-in choice (else the built-in)
 ROUNDS = 3     # alternated timings of the best and the built-in choice, the fastest of each kept
@@ -114,12 +117,29 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
     raise ValueError(f"path: expected 'rounds', 'row', 'tiles' or 'bound', got {path!r}")
 
 
-def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
-    """(logits, lens) of a decode bucket: the fp8 logits kernel's output over random inputs, full lengths."""
+def bucket_inputs(rows: int, width: int, device: str, seed: int = 0):
+    """(the decode call's arguments, logits, lens) of a bucket: the fp8 logits kernel's output over
+    random inputs, full lengths."""
     inp = make_decode_inputs(Problem(), rows, width, lens="full", device=device, seed=seed, max_pool_bytes=2 << 30)
-    logits = K.fp8_paged_mqa_logits(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None,
-                                    width, False)
-    return logits, inp.context_lens.int()
+    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, width)
+    return args, K.fp8_paged_mqa_logits(*args, False), inp.context_lens.int()
+
+
+def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
+    """(logits, lens) of a decode bucket (bucket_inputs)."""
+    return bucket_inputs(rows, width, device, seed)[1:]
+
+
+def as_served(path, settings, fn):
+    """fn with every top-k call it makes served by (path, settings) (indexer_logits._topk_select.SERVING:
+    read at launch, so at capture in a graph)."""
+    def call():
+        saved, S.SERVING = S.SERVING, (path, settings)
+        try:
+            return fn()
+        finally:
+            S.SERVING = saved
+    return call
 
 
 def gpu_timer(fn) -> float:
@@ -129,31 +149,48 @@ def gpu_timer(fn) -> float:
 
 def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
                 on_trial: Callable[[dict], None] = lambda t: None,
-                paths: Iterable[str] = ("rounds", "row", "tiles", "bound")) -> dict:
-    """The table entry of one bucket: the fastest exact setting, and the built-in choice's time."""
-    logits, lens = bucket_logits(rows, width, device)
+                paths: Iterable[str] = ("rounds", "row", "tiles", "bound"), kind: str = "decode") -> dict:
+    """The table entry of one bucket: the fastest exact setting, and the built-in choice's time. A
+    "decode" bucket times each setting as the decode top-k serves it (the logits kernel writing the
+    maxima where the path reads them: indexer_logits._topk.EPILOGUE), less the logits call alone, and
+    gates that call's answer too; a "prefill" bucket times the selection alone (its own first pass)."""
+    if kind not in _topk_table.KINDS:
+        raise ValueError(f"kind: expected one of {_topk_table.KINDS}, got {kind!r}")
+    args, logits, lens = bucket_inputs(rows, width, device)
     ties = logits.to(torch.bfloat16).float()  # equal keys in runs: the candidates' and overflow paths
     zeros = torch.zeros_like(lens)
     idx = torch.empty(rows, k, dtype=torch.int32, device=device)
     ws = S.workspace(rows, device)
+    out, logits_out = torch.empty_like(idx), torch.empty_like(logits)
 
     def select(x, path, settings):
         return lambda: S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path=path, settings=settings)
 
+    def decode_call(path, settings):
+        return as_served(path, settings, lambda: K.fp8_paged_mqa_topk(*args, k, out=out))
+
+    def timed(path, settings) -> float:
+        if kind == "prefill":
+            return timer(select(logits, path, settings))
+        return timer(decode_call(path, settings)) - timer(lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_out))
+
     default_path = S.pick_path(rows, width, logits.device)
-    default_us = timer(select(logits, default_path, None))
+    default_us = timed(default_path, None)
     best = None
     for path in paths:
         for settings in space(path, rows, width, sms):
-            trial = {"rows": rows, "width": width, "k": k, "path": path, "settings": settings}
+            trial = {"rows": rows, "width": width, "kind": kind, "k": k, "path": path, "settings": settings}
             try:
                 exact = True
                 for x in (logits, ties):
                     select(x, path, settings)()
                     exact = exact and mismatched_rows(idx, x, zeros, lens, k) == 0
+                if kind == "decode":  # (and the decode call's, maxima from the epilogue where it writes them)
+                    decode_call(path, settings)()
+                    exact = exact and mismatched_rows(out, logits, zeros, lens, k) == 0
                 trial["exact"] = exact
                 if exact:
-                    trial["us"] = timer(select(logits, path, settings))
+                    trial["us"] = timed(path, settings)
             except Exception as exc:  # a setting that does not compile or launch here: recorded, skipped
                 trial["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             on_trial(trial)
@@ -163,14 +200,14 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
         raise RuntimeError(f"bucket {rows}x{width}: no setting was exact (the trials file says why)")
     # the best against the built-in choice, alternated (the GPU's clock drifts between two timings
     # of one setting by ~2%): the entry is the built-in choice unless the best beats it by MARGIN
-    mine, builtin = select(logits, best["path"], best["settings"]), select(logits, default_path, None)
-    best_us, default_us = best["us"], default_us
+    best_us = best["us"]
     for _ in range(ROUNDS):
-        best_us, default_us = min(best_us, timer(mine)), min(default_us, timer(builtin))
+        best_us, default_us = min(best_us, timed(best["path"], best["settings"])), min(default_us,
+                                                                                      timed(default_path, None))
     if best_us > default_us * (1 - MARGIN):
         best = {"path": default_path, "settings": {}}
         best_us = default_us
-    return {"rows": rows, "width": width, "path": best["path"], "settings": best["settings"],
+    return {"rows": rows, "width": width, "kind": kind, "path": best["path"], "settings": best["settings"],
             "us": round(best_us, 2), "default_path": default_path, "default_us": round(default_us, 2)}
 
 
@@ -180,7 +217,7 @@ def write_table(path: Path, entries: list[dict], k: int, device: str) -> None:
     table = {"format": 1, "gpu_slug": slugify(name), "gpu_name": name, "k": k,
              "triton": getattr(triton, "__version__", None),
              "sms": _device_sms(torch.device(device).index) if torch.cuda.is_available() else None,
-             "entries": sorted(entries, key=lambda e: (e["rows"], e["width"]))}
+             "entries": sorted(entries, key=lambda e: (e["rows"], e["width"], e.get("kind", "")))}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(table, indent=1) + "\n")
@@ -200,37 +237,43 @@ def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = Fals
             entries = old["entries"]
         else:
             log(f"{table_path}: tuned for k={old.get('k')!r}, not {k}: its {len(old['entries'])} entries are replaced")
-    have = set() if fresh else {(e["rows"], e["width"]) for e in entries}
+    def same(e, rows, width, kind):  # (an entry of no kind, from before kinds, serves both)
+        return (e["rows"], e["width"]) == (rows, width) and e.get("kind", kind) == kind
+
     trials_path.parent.mkdir(parents=True, exist_ok=True)
-    for n, (rows, width) in enumerate(buckets, 1):
-        if (rows, width) in have:
-            log(f"[{n}/{len(buckets)}] {rows}x{width}: in the table, kept (--fresh retunes it)")
+    for n, (rows, width, kind) in enumerate((*b, "decode")[:3] for b in buckets):
+        n_all = len(buckets)
+        if not fresh and any(same(e, rows, width, kind) for e in entries):
+            log(f"[{n + 1}/{n_all}] {rows}x{width} {kind}: in the table, kept (--fresh retunes it)")
             continue
         t0 = time.time()
         with trials_path.open("a") as f:
             def on_trial(trial, f=f):
                 f.write(json.dumps(trial) + "\n")
                 f.flush()
-            entry = tune_bucket(rows, width, k, device, sms, timer, on_trial)
-        entries = [e for e in entries if (e["rows"], e["width"]) != (rows, width)] + [entry]
+            entry = tune_bucket(rows, width, k, device, sms, timer, on_trial, kind=kind)
+        entries = [e for e in entries if not same(e, rows, width, kind)] + [entry]
         write_table(table_path, entries, k, device)
         _topk_table.clear()
-        log(f"[{n}/{len(buckets)}] {rows}x{width}: {entry['path']} {entry['settings']} {entry['us']:.1f} us "
+        log(f"[{n + 1}/{n_all}] {rows}x{width} {kind}: {entry['path']} {entry['settings']} {entry['us']:.1f} us "
             f"(built-in {entry['default_path']} {entry['default_us']:.1f} us), {time.time() - t0:.0f} s")
     return entries
 
 
 def parse_buckets(text: Optional[str]) -> tuple:
-    """'64x32768,1x1048576' -> ((64, 32768), (1, 1048576)); None -> DEFAULT_BUCKETS."""
+    """'64x32768,256x65536:prefill' -> ((64, 32768, "decode"), (256, 65536, "prefill")); None -> DEFAULT_BUCKETS."""
     if not text:
         return DEFAULT_BUCKETS
     out = []
     for part in text.split(","):
+        shape, _, kind = part.strip().lower().partition(":")
         try:
-            rows, width = (int(v) for v in part.lower().split("x"))
+            rows, width = (int(v) for v in shape.split("x"))
         except ValueError:
-            raise ValueError(f"--buckets: expected ROWSxWIDTH[,ROWSxWIDTH...], got {part!r}") from None
+            raise ValueError(f"--buckets: expected ROWSxWIDTH[:KIND][,...], got {part!r}") from None
         if rows < 1 or width < 1:
             raise ValueError(f"--buckets: rows and width must be positive, got {part!r}")
-        out.append((rows, width))
+        if (kind or "decode") not in _topk_table.KINDS:
+            raise ValueError(f"--buckets: a bucket's kind is one of {_topk_table.KINDS}, got {part!r}")
+        out.append((rows, width, kind or "decode"))
     return tuple(out)

@@ -3,7 +3,7 @@
 # Predicted: bound kept at 64x32768, 64x131072, 1x1048576 and 256x65536 where call 1 reads it ahead by
 # 2% or more; the row path kept at 128x8192 (bound is not tried there).
 set -x
-timeout 330 python3 cli.py tune-topk --fresh --buckets 64x32768,64x131072,1x1048576,256x65536 \
+timeout 330 python3 cli.py tune-topk --fresh --buckets 64x32768,64x131072,1x1048576,256x65536:prefill \
   --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
 tail -6 $OUT/tune_topk.log
 cp indexer_logits/tables/nvidia_h200/topk.json $OUT/topk_table.json
