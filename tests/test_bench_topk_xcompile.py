@@ -22,8 +22,8 @@ def test_every_path_compiles_for_sm90_without_spills():
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["kernel"]: r for r in json.loads(proc.stdout)}
     # the tiles path's own five kernels (and MERGE's two forms) and its first selection's two that stop
-    # early (fit_cap)
-    assert len(rows) == 16 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles"}
+    # early (fit_cap); the bound path's own two
+    assert len(rows) == 18 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles", "bound"}
     for name, r in rows.items():
         assert r["target"] == "sm_90" and r["registers"] > 0, name
         assert r["spill_stores"] == r["spill_loads"] == 0, (name, r)
