@@ -4,13 +4,19 @@ launched for decode at 64 x 32K, k = 2048 (the launcher's settings: BLOCK, warps
 
     python -m bench.topk_xcompile [--target sm_90] [--k 2048] [--json]
 
+Each row also carries `ptx_sha1`, a hash of the kernel's PTX instructions (comments, debug lines and
+the debug labels' numbers left out), so that a change meant to leave a kernel as it was can be
+checked against the commit before it: run the tool in both trees and compare the column.
+
 Run it without TRITON_INTERPRET (it compiles for real, TTIR -> PTX -> ptxas -v)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -27,7 +33,9 @@ def _args(k: int) -> dict:
             "maxima_ptr": "*fp32", "maxima_stride": WIDTH // 16, "ntiles_ptr": "*i32", "vals_ptr": "*fp32",
             "vals_stride": k, "list_ptr": "*i32", "list_stride": 2 * k, "cand_len_ptr": "*i32", "buf_ptr": "*fp32",
             "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k, "counts_ptr": "*i32",
-            "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32", "ws_second_ptr": "*i32"}
+            "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32", "ws_second_ptr": "*i32",
+            # the bound path's segments (64 x 32K: 16 programs a row of 2,048 keys, 512 positions each)
+            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32"}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
@@ -68,9 +76,11 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("tiles: compaction remapping (MERGE)", KN.topk_compact_remap_kernel,
          {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "REMAP_": 16}, w),
         # the bound path: its maxima's range and round 1 are the rounds' kernels above
-        ("bound: keys above the bound", B.topk_bound_count_kernel, {**common, "MARGIN_": B.MARGIN, "PDL": True}, w),
-        ("bound: compaction", B.topk_bound_compact_kernel,
-         {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "MARGIN_": B.MARGIN}, w),
+        *((f"bound: keys above the bound{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
+           {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g}, w) for g in (False, True)),
+        *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
+           {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "MARGIN_": B.MARGIN, "SEG_": g}, w)
+          for g in (False, True)),
     ]
 
 
@@ -99,7 +109,16 @@ def compile_one(fn, constexprs: dict, k: int, capability: int, num_warps: int) -
     src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32), options={"num_warps": num_warps})
     report = _ptxas_report(compiled.asm["ptx"], capability)
-    return {**report, "shared_bytes": int(compiled.metadata.shared)}
+    return {**report, "shared_bytes": int(compiled.metadata.shared), "ptx_sha1": ptx_sha1(compiled.asm["ptx"])}
+
+
+def ptx_sha1(ptx: str) -> str:
+    """12 hex digits of sha1 over the PTX's instructions: comments, .file / .loc lines and the debug
+    sections left out, and the debug labels' numbers ($L__tmpN, $L__func_beginN) made one."""
+    lines = [line for line in ptx.split(".section")[0].splitlines()
+             if not line.strip().startswith(("//", ".loc")) and ".file" not in line]
+    body = re.sub(r"\$L__(tmp|func_begin|func_end)\d+", r"$L__\1", "\n".join(lines))
+    return hashlib.sha1(body.encode()).hexdigest()[:12]
 
 
 def main(argv=None) -> int:
@@ -120,11 +139,11 @@ def main(argv=None) -> int:
     if a.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(f"{'kernel':<38}{'warps':>6}{'regs':>6}{'spill st':>10}{'spill ld':>10}{'stack':>7}{'shared':>8}   "
-              f"({a.target}, k {a.k})")
+        print(f"{'kernel':<38}{'warps':>6}{'regs':>6}{'spill st':>10}{'spill ld':>10}{'stack':>7}{'shared':>8}"
+              f"{'ptx sha1':>14}   ({a.target}, k {a.k})")
         for r in rows:
             print(f"{r['kernel']:<38}{r['num_warps']:>6}{r['registers']:>6}{r['spill_stores']:>10}{r['spill_loads']:>10}"
-                  f"{r['stack_bytes']:>7}{r['shared_bytes']:>8}")
+                  f"{r['stack_bytes']:>7}{r['shared_bytes']:>8}{r['ptx_sha1']:>14}")
     return 0
 
 

@@ -34,6 +34,8 @@ tiles a row the bound admits about 1.2k-1.4k keys, so 63 bins leave a few dozen 
 
 from __future__ import annotations
 
+import math
+
 import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
@@ -42,9 +44,21 @@ from ._topk_digits import _digits, _range, _threshold, _window
 from ._topk_kernels import _compact
 
 TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
+# Whether the keys' count also writes the positions of the keys it admits to a segment per program
+# (at most seg_cap of them), so that the compaction reads those in place of its chunk (a few percent
+# of it; a program whose segment overflowed, or a row whose threshold is bin 0, reads its chunk): a
+# tuner axis, off until timed (docs/PERF.md, "Top-k: bounded by the tile maxima").
+SEGMENTS = False
 # The bound's margin below bin t''s lower edge, in maxima bins: scores that round across the edge
 # still land in bins >= 1 (a key of bin 0 must be below k others).
 MARGIN = 1.0 / 16
+
+
+def seg_cap(k: int, width: int, chunk: int) -> int:
+    """Positions a program's segment holds: 4x the keys a chunk of `chunk` of a `width`-key row
+    admits where the bound is the median tile maximum (1.4k a row), in blocks of 64, at most the chunk."""
+    want = math.ceil(4 * 1.4 * k * chunk / max(width, 1))
+    return max(1, min(chunk, 64 * math.ceil(want / 64)))
 
 
 def tile_for(width: int, k: int) -> int:
@@ -87,15 +101,19 @@ def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDO
 
 @triton.jit
 def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, ws_first_ptr,
-                            chunk_len, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr,
-                            MARGIN_: tl.constexpr, PDL: tl.constexpr):
+                            chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr, BLOCK: tl.constexpr,
+                            BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr, SEG_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping, counted where it is 1 or more (one relaxed
-    atomic a key: the few above the bound). Rows of at most k keys are skipped (all of them the answer)."""
+    atomic a key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
+    With SEG_, the admitted keys' positions also go to the program's segment (its first seg_cap of
+    them, slots by a prefix sum a block) and their count to counts[row, chunk]."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     base = logits_ptr + row.to(tl.int64) * stride_row
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    seg = seg_ptr + (row * tl.num_programs(1) + chunk).to(tl.int64) * seg_cap
+    n_seg = chunk * 0
     if (end > start) & (hi - lo > k):
         m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
         offs = tl.arange(0, BLOCK)
@@ -103,17 +121,28 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
             t = b0 + offs
             m = t < end
             d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
-            tl.atomic_add(st + 16 + d1, 1, mask=m & (d1 > 0), sem="relaxed")
+            admitted = m & (d1 > 0)
+            tl.atomic_add(st + 16 + d1, 1, mask=admitted, sem="relaxed")
+            if SEG_:
+                slot = n_seg + tl.cumsum(admitted.to(tl.int32), 0) - 1
+                tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
+                n_seg += tl.sum(admitted.to(tl.int32), 0)
+    if SEG_:
+        tl.store(counts_ptr + row * tl.num_programs(1) + chunk, n_seg)
 
 
 @triton.jit
 def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr,
                               ws_first_ptr, cand_ptr, idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
+                              seg_ptr, seg_cap, counts_ptr,
                               WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                               WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
-                              RANK_TILE_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr):
+                              RANK_TILE_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
+                              SEG_: tl.constexpr = False):
     """Step 4: the four kernels' compaction (_topk_kernels._compact) with the one histogram: bin 0
-    read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k."""
+    read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k.
+    With SEG_, a program reads its segment in place of its chunk where the segment holds every key
+    the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
@@ -124,7 +153,12 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     t1 = tl.where(whole, -1, t1)
     above = tl.where(whole, total, above)
     out_idx = idx_ptr + row.to(tl.int64) * stride_idx
+    at = row * tl.num_programs(1) + chunk
+    n_seg = at * 0
+    if SEG_:
+        n_seg = tl.load(counts_ptr + at)
     _compact(logits_ptr + row.to(tl.int64) * stride_row, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_,
              out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
              BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
-             ONE_ROUND_=True)
+             ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
+             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_)

@@ -210,18 +210,26 @@ def _out_key(p, lrow, mask, REMAP_: tl.constexpr):
 def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
              BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
-             lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False):
+             lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False, seg=None, n_seg=0,
+             from_seg=False, SEG_: tl.constexpr = False):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
     thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
     as keys (_out_key) and the row's last program zeroes `st_first` too. With ONE_ROUND_ (the bound
     path, indexer_logits._topk_bound: one histogram) the thresholds are t1 alone: the scores above
-    bin t1 are taken, bin t1's are the candidates (t2 is -1), and `st_first` is zeroed too."""
+    bin t1 are taken, bin t1's are the candidates (t2 is -1), and `st_first` is zeroed too. With
+    SEG_ and `from_seg`, the chunk's keys that can be taken or be candidates are the n_seg positions
+    at `seg` (the bound path's segments), read in place of the chunk."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
+    if SEG_:  # (the loop then runs over the segment's slots, each read for its key)
+        start = tl.where(from_seg, 0, start)
+        end = tl.where(from_seg, n_seg, end)
     offs = tl.arange(0, BLOCK)
     for b0 in range(start, end, BLOCK):
         t = b0 + offs
         m = t < end
+        if SEG_:
+            t = tl.where(from_seg, tl.load(seg + t, mask=m & from_seg, other=0), t)
         x = tl.load(base + t, mask=m, other=0.0)
         d1, d2 = _digits(x, m_lo, scale, BINS_)
         if ONE_ROUND_:

@@ -6,6 +6,7 @@ indexer_logits._topk.topk_reference."""
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -65,8 +66,9 @@ def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
     (the tiles path's buffers; the other paths' few words a row are not counted), so that
     prefill's blocks of rows count it in their scratch (indexer_logits._topk.scratch_rows)."""
     path, settings = _serving(rows, width, torch.device(device), "prefill")
-    if path == "bound":  # its maxima and tile count
-        return 4 * (tiles_kernels().tiles_for(width, _tile(path_settings(path, settings), width, k, path)) + 1)
+    if path == "bound":  # its maxima and tile count, and its segments where on
+        shapes = _bound_shapes(rows, width, k, path_settings(path, settings))
+        return sum(4 * math.prod(shape) for shape in shapes) // max(rows, 1)
     if path != "tiles":
         return 0
     return tiles_kernels().scratch_bytes(1, width, k, _tile(path_settings("tiles", settings), width, k), 0)
@@ -163,7 +165,8 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
         s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT, OWN_PDL=tk.OWN_PDL,
                  MERGE=tk.MERGE)
     elif path == "bound":  # the four kernels' settings, its tile and the maxima kernel's step
-        s = dict(path_settings("rounds"), TILE=bound_kernels().TILE, STEP_KEYS=tiles_kernels().STEP_KEYS)
+        s = dict(path_settings("rounds"), TILE=bound_kernels().TILE, STEP_KEYS=tiles_kernels().STEP_KEYS,
+                 SEGMENTS=bound_kernels().SEGMENTS)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -335,14 +338,24 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
                TILE_=T, KB=kb, **options)
 
 
-def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
-    """The bound path's tile maxima and tile counts: `given`'s (the logits kernel wrote them), or new."""
+def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
+    """The shapes of the bound path's buffers (4-byte elements): its tile maxima, tile counts, and with
+    SEGMENTS a segment of positions per program and their counts (none without)."""
     nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
+    chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
+    nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
+    return (rows, nt), (rows,), (rows, nch, bound_kernels().seg_cap(k, width, chunk) if nch else 0), (rows, nch)
+
+
+def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
+    """The bound path's buffers (_bound_shapes); the maxima and tile counts `given`'s where the logits
+    kernel wrote them."""
+    shapes = _bound_shapes(rows, width, k, s)
     if given is not None:
-        check_tile_maxima(given, rows, nt, device)
-        return given[0], given[1]
-    return torch.empty((rows, nt), dtype=torch.float32, device=device), torch.empty(rows, dtype=torch.int32,
-                                                                                   device=device)
+        check_tile_maxima(given, rows, shapes[0][1], device)
+    return tuple(given[i] if given is not None and i < 2 else
+                 torch.empty(shape, dtype=torch.float32 if i == 0 else torch.int32, device=device)
+                 for i, shape in enumerate(shapes))
 
 
 def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch,
@@ -351,7 +364,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     round 1 over them in the second half of the workspace (`ws_first`), the keys' histogram above the
     bound, the compaction: five launches, three where the logits kernel wrote the maxima and range."""
     kn, bk = kernels(), bound_kernels()
-    maxima, ntiles, ws_first = scratch
+    maxima, ntiles, seg, seg_counts, ws_first = scratch
     rows, width = logits.shape
     T = _tile(s, width, k, "bound")
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
@@ -365,13 +378,14 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     if not range_given:
         launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, **consts)
     launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT, **consts)
-    launch(bk.topk_bound_count_kernel, grid, *window_args, k, ws, ws_first, chunk, WINDOW=window, MARGIN_=bk.MARGIN,
-           **consts)
+    segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
+    launch(bk.topk_bound_count_kernel, grid, *window_args, k, ws, ws_first, chunk, *segs, WINDOW=window,
+           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], **consts)
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
-           val.stride(0), chunk, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
+           val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
-           MARGIN_=bk.MARGIN, **consts)
+           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], **consts)
 
 
 _PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles,

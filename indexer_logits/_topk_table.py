@@ -42,8 +42,9 @@ ALLOWED = {
 ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "FIT": (False, True), "OWN_PDL": (False, True), "MERGE": (False, True)}
 # the bound path: the four kernels' settings (its maxima's round and its keys'), its tile (0: the
-# model's) and the maxima kernel's step
-ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096)}
+# model's), the maxima kernel's step, and whether the compaction reads the admitted keys' segments
+ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
+                    "SEGMENTS": (False, True)}
 
 # What an entry was timed as (its optional "kind"): "decode", the logits kernel writing the tile maxima
 # where the path reads them (indexer_logits._topk.EPILOGUE), or "prefill", a row block's selection with

@@ -23,6 +23,13 @@ def _clean_runtime(clean_runtime):
     yield
 
 
+@pytest.fixture(params=[False, True], ids=["chunks", "segments"])
+def segments(request, monkeypatch):
+    """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS)."""
+    monkeypatch.setattr(B, "SEGMENTS", request.param)
+    return request.param
+
+
 def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
     """Per row, the keys the bound admitted (the keys' histogram of step 3, read before the
     compaction, which is not launched here)."""
@@ -45,7 +52,7 @@ def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
 
 @needs_interpreter
 @pytest.mark.parametrize("tile", [4, 8, 16])
-def test_the_bound_admits_few_keys_and_stays_exact(tile, kernels_run, monkeypatch):
+def test_the_bound_admits_few_keys_and_stays_exact(tile, segments, kernels_run, monkeypatch):
     """Random rows 40x longer than k, two with partial windows: the bound admits between k and a
     few k keys a row (the model: about 1.2k-1.4k where a row has 2k-4k tiles; at 10 tiles a k a bit
     more), the answer is torch's, and the path launches its five kernels."""
@@ -68,7 +75,7 @@ def test_the_bound_admits_few_keys_and_stays_exact(tile, kernels_run, monkeypatc
 
 
 @needs_interpreter
-def test_short_windows_few_tiles_and_empty_rows():
+def test_short_windows_few_tiles_and_empty_rows(segments):
     """Windows of 0, 1, k - 1, k, k + 1 keys, one of fewer than k tiles but more than k keys (no
     bound: bin 0 is below the smallest maximum), and a long one, in one call."""
     k, width = 128, 4096
@@ -84,7 +91,7 @@ def test_short_windows_few_tiles_and_empty_rows():
 
 @needs_interpreter
 @pytest.mark.parametrize("levels", [3, 40, 1000])
-def test_ties_at_the_bound(levels):
+def test_ties_at_the_bound(levels, segments):
     """Scores of a few values (long runs of equal keys at the k-th score, the bound's bin all ties:
     the candidates overflow CAP into the exact radix where there are few values), and bf16-like
     rounding: the smallest indices win, the state is left zero (_select checks)."""
@@ -97,7 +104,7 @@ def test_ties_at_the_bound(levels):
 
 
 @needs_interpreter
-def test_one_value_and_outliers():
+def test_one_value_and_outliers(segments):
     """A row of one value (the maxima's range a single value: every key in bin 0, the radix), a row
     with one huge outlier (the bound's bins stretched by it), a row of -inf but a few."""
     rows, width, k = 3, 4096, 64
@@ -107,6 +114,38 @@ def test_one_value_and_outliers():
     x[2] = float("-inf")
     x[2, ::97] = torch.arange(len(range(0, width, 97))).float()
     lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+    idx, val = _select(x, k, lo, hi, path="bound")
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("cap", [1, 7, None])
+def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, monkeypatch):
+    """SEGMENTS: each program's count is the keys it admitted (their sum the keys' histogram's), its
+    segment their positions in key order; a program whose segment overflows (a cap of 1 or 7) reads
+    its chunk instead, and the answer is torch's either way."""
+    monkeypatch.setattr(B, "SEGMENTS", True)
+    if cap is not None:
+        monkeypatch.setattr(B, "seg_cap", lambda k, width, chunk: cap)
+    kept = []
+    real = S._bound_scratch
+    monkeypatch.setattr(S, "_bound_scratch", lambda *a, **kw: kept.append(real(*a, **kw)) or kept[-1])
+    rows, width, k = 3, 10240, 256
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(6))
+    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+    lo[2] = 100
+    settings = {"PROGRAMS_PER_SM": 1}
+    counted = _keys_counted(x, k, lo, hi, settings, monkeypatch)
+    seg, counts = kept[-1][2], kept[-1][3]
+    assert counts.sum(1).tolist() == counted
+    if cap is None:  # every segment held its keys: they are the admitted ones, in key order
+        chunk = S.chunk_size(rows, width, S.BLOCK, 1)
+        for r in range(rows):
+            for c in range(counts.shape[1]):
+                got = seg[r, c, :int(counts[r, c])]
+                assert bool((got[1:] > got[:-1]).all()) and bool(((got >= c * chunk) & (got < (c + 1) * chunk)).all())
+    else:
+        assert int(counts.max()) > cap  # some program overflowed its segment
     idx, val = _select(x, k, lo, hi, path="bound")
     assert_same_topk(idx, val, x, k, lo, hi)
 
@@ -122,7 +161,7 @@ def test_tile_model():
 
 
 @needs_interpreter
-def test_tile_maxima_given_by_the_kernel_before(kernels_run):
+def test_tile_maxima_given_by_the_kernel_before(kernels_run, segments):
     """select_rows(tile_maxima=...): with the maxima alone, the range kernel over them runs; with
     their range merged too (the decode epilogue's), neither it nor the maxima kernel does."""
     rows, width, k = 2, 8192, 128

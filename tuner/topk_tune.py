@@ -22,7 +22,8 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
   compaction writing keys, or a gather and a remap kernel (both untimed when added);
 - the bound path (round 1 over the tile maxima names a score k keys reach; one histogram of the
   keys above it and the compaction) from BOUND_TRIED_FROM (16K) keys a row: its tile the model's
-  (at least 2k tiles a row) or an octave either side, untimed when added.
+  (at least 2k tiles a row) or an octave either side; its compaction reading the admitted keys'
+  segments or its chunk; untimed when added.
 
 The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
 bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of
@@ -112,8 +113,8 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
             return []
         # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 64 bins
         # at most (the keys' one round: 63 bins above the bound)
-        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=bl)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16) for bl in (512, 1024)]
+        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=bl, SEGMENTS=g)
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16) for bl in (512, 1024) for g in (False, True)]
     raise ValueError(f"path: expected 'rounds', 'row', 'tiles' or 'bound', got {path!r}")
 
 

@@ -12,5 +12,8 @@
 set -x
 timeout 420 python3 -m bench.topk --paths auto,bound,tiles --profile --out $OUT/paths > $OUT/paths.log 2>&1
 tail -12 $OUT/paths.log
+# SEGMENTS on and off (predicted: 64 x 32K ~1.32-1.36 with them, against bound's 1.38-1.42 without)
+timeout 200 python3 docs/perf_logs/topk_bound_h200/segments_ab.py > $OUT/segments_ab.log 2>&1
+tail -6 $OUT/segments_ab.log
 timeout 150 python3 -m pytest -q tests/test_topk_gpu.py -k "bound or tiles or epilogue" > $OUT/gpu_tests.log 2>&1
 tail -3 $OUT/gpu_tests.log
