@@ -10,13 +10,14 @@ With a row of n keys cut into tiles of TILE (aligned to the window start, as _to
    of the workspace): the bin t' holding the k-th largest maximum;
 3. the keys' histogram (topk_bound_count_kernel) over a mapping whose bin 0 lies below bin t''s
    lower edge and whose bins 1 .. BINS-1 split the rest up to the row's largest score, counting
-   the keys of bins 1 and up only (one relaxed atomic a key: a few percent of them);
+   the keys of bins 1 and up only (one relaxed atomic a key: a few percent of them); the mapping
+   goes to the row's state words 12 and 13, which the compaction reads;
 4. the compaction of _topk_kernels with that one histogram (topk_bound_compact_kernel): the keys
    above the threshold bin to the output, the bin's keys to the candidates, ranked by the row's
    last program (or the exact overflow path), which zeroes both states.
 
 Why it is exact whatever the scores: the mapping is monotone in the score (a clamped affine map),
-and every kernel computes it alike from the maxima's state. At least k maxima lie in bins >= t'
+computed once (by the count's programs, all alike) and read by the compaction as stored. At least k maxima lie in bins >= t'
 (where the row has at least k tiles), so at least k keys reach bin t''s lower edge, and (with a
 margin of a sixteenth of a maxima bin for rounding) lie in bins >= 1; a key of bin 0 is then below
 k others and never selected. Bin 0 is not counted: the compaction reads its count as k, so the
@@ -116,6 +117,11 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     n_seg = chunk * 0
     if (end > start) & (hi - lo > k):
         m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
+        # for the compaction, which reads these bits rather than computing them again: a compiler that
+        # fused the mapping's multiply-adds differently there could move a key across a bin edge
+        # between the count and the compaction (every program of the row stores the same bits)
+        tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
+        tl.store(st + 13, scale.to(tl.int32, bitcast=True))
         offs = tl.arange(0, BLOCK)
         for b0 in range(start, end, BLOCK):
             t = b0 + offs
@@ -145,7 +151,9 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
-    m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
+    # the count's mapping, bit for bit (zero where the row holds at most k keys: all of them taken then)
+    m_lo = tl.load(st + 12).to(tl.float32, bitcast=True)
+    scale = tl.load(st + 13).to(tl.float32, bitcast=True)
     bins = tl.arange(0, BINS_)
     t1, above = _threshold(tl.where(bins == 0, k, tl.load(st + 16 + bins)), k, BINS_)
     total = hi - lo

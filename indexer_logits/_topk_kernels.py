@@ -45,7 +45,8 @@ RANK_TILE = 32
 # Per-row workspace, int32, zero before the first kernel and left zero by the last: 16 words of
 # state (7 the compaction programs done; 8, 9 the output and candidate slots claimed; 10 the
 # largest key, 11 the complement of the smallest finite key, both as unsigned keys so that zero
-# is the identity of the atomic max), then round 1's and round 2's histograms.
+# is the identity of the atomic max; 12, 13 the bound path's key mapping, _topk_bound), then round 1's
+# and round 2's histograms.
 STATE = 16
 
 # Window modes: how a row's valid keys [lo, hi) are found.
