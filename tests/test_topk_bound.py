@@ -192,3 +192,22 @@ def test_tile_maxima_refused_by_paths_that_do_not_read_them():
         S.select_rows(x, 8, S.WINDOW_LIMIT, torch.empty(2, 8, dtype=torch.int32), None, S.workspace(2, "cpu"),
                       lens=torch.full((2,), 64, dtype=torch.int32), path="rounds",
                       tile_maxima=(torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32)))
+
+
+@needs_interpreter
+def test_ragged_prefill_blocks_count_the_paths_buffers(segments, monkeypatch):
+    """fp8_mqa_topk served by the bound path: its maxima (and segments) count in a block's scratch, so a
+    budget of 7 rows of logits holds fewer rows with them; the blocks' answers are the whole call's."""
+    import indexer_logits as K
+    from indexer_logits import _topk
+    from tuner.inputs import make_prefill_inputs
+    from tuner.space import Problem
+    monkeypatch.setattr(S, "PATH", "bound")
+    width, budget = 1500, 7 * 1500 * 4
+    per_row = S.scratch_bytes_per_row(7, width, 128, "cpu")
+    maxima = 4 * (TT.tiles_for(width, B.tile_for(width, 128)) + 1)  # the maxima and the tile count, a row
+    assert per_row > maxima if segments else per_row == maxima
+    assert _topk.scratch_rows(20, width, budget, 128, "cpu") == budget // (width * 4 + per_row) < 7
+    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 20, width, windows="random", seed=4)
+    idx = K.fp8_mqa_topk(*inp.args(), 128, max_scratch_bytes=budget)
+    assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 128, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
