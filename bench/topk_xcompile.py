@@ -4,8 +4,8 @@ launched for decode at 64 x 32K, k = 2048 (the launcher's settings: BLOCK, warps
 
     python -m bench.topk_xcompile [--target sm_90] [--k 2048] [--json]
 
-Each row also carries `ptx_sha1`, a hash of the kernel's PTX instructions (comments, debug lines and
-the debug labels' numbers left out), so that a change meant to leave a kernel as it was can be
+Each row also carries `ptx_sha1`, a hash of the kernel's PTX body (bench.template_ptx.ptx_body: no
+debug lines), so that a change meant to leave a kernel as it was can be
 checked against the commit before it: run the tool in both trees and compare the column.
 
 Run it without TRITON_INTERPRET (it compiles for real, TTIR -> PTX -> ptxas -v)."""
@@ -16,9 +16,10 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import sys
 import tempfile
+
+from bench.template_ptx import ptx_body
 
 ROWS, WIDTH = 64, 32768
 TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100, "sm_120": 120}
@@ -113,12 +114,8 @@ def compile_one(fn, constexprs: dict, k: int, capability: int, num_warps: int) -
 
 
 def ptx_sha1(ptx: str) -> str:
-    """12 hex digits of sha1 over the PTX's instructions: comments, .file / .loc lines and the debug
-    sections left out, and the debug labels' numbers ($L__tmpN, $L__func_beginN) made one."""
-    lines = [line for line in ptx.split(".section")[0].splitlines()
-             if not line.strip().startswith(("//", ".loc")) and ".file" not in line]
-    body = re.sub(r"\$L__(tmp|func_begin|func_end)\d+", r"$L__\1", "\n".join(lines))
-    return hashlib.sha1(body.encode()).hexdigest()[:12]
+    """12 hex digits of sha1 over the kernel's PTX body as bench.template_ptx compares it (no debug lines)."""
+    return hashlib.sha1(ptx_body(ptx).encode()).hexdigest()[:12]
 
 
 def main(argv=None) -> int:
