@@ -80,7 +80,7 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         *((f"bound: keys above the bound{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
            {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g}, w) for g in (False, True)),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
-           {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "MARGIN_": B.MARGIN, "SEG_": g}, w)
+           {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),
     ]
 

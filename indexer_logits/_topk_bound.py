@@ -113,7 +113,8 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     base = logits_ptr + row.to(tl.int64) * stride_row
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
-    seg = seg_ptr + (row * tl.num_programs(1) + chunk).to(tl.int64) * seg_cap
+    at = row * tl.num_programs(1) + chunk  # this program's segment and count
+    seg = seg_ptr + at.to(tl.int64) * seg_cap
     n_seg = chunk * 0
     if (end > start) & (hi - lo > k):
         m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
@@ -134,7 +135,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                 tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
                 n_seg += tl.sum(admitted.to(tl.int32), 0)
     if SEG_:
-        tl.store(counts_ptr + row * tl.num_programs(1) + chunk, n_seg)
+        tl.store(counts_ptr + at, n_seg)
 
 
 @triton.jit
@@ -143,7 +144,7 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
                               seg_ptr, seg_cap, counts_ptr,
                               WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                               WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
-                              RANK_TILE_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
+                              RANK_TILE_: tl.constexpr, PDL: tl.constexpr,
                               SEG_: tl.constexpr = False):
     """Step 4: the four kernels' compaction (_topk_kernels._compact) with the one histogram: bin 0
     read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k.

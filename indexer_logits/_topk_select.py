@@ -305,10 +305,8 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     pdl = _pdl(logits.device, s["OWN_PDL"])  # its own kernels as programmatic dependent launches, where set
     options = dict(_launch_options(pdl, s["NUM_WARPS"]), PDL=pdl)
     nt = tiles_kernels().tiles_for(logits.shape[1], T)  # (given maxima may be wider)
-    chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
     if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
-        launch(tk.topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles, chunk,
-               WINDOW=window, TILE_=T, STEP=step, **options)
+        _launch_tile_maxima(launch, s, win, window, T, maxima, ntiles, options)
     fit = tk.fit_cap(k) if s["FIT"] else 0
     _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws_first, cands, None, None, ntiles, 1,
                    range_done=range_given, fit_cap=fit)
@@ -338,6 +336,15 @@ def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, 
                TILE_=T, KB=kb, **options)
 
 
+def _launch_tile_maxima(launch, s, win, window, T, maxima, ntiles, options) -> None:
+    """The tiles and bound paths' first pass (topk_tile_max_kernel) over the logits of `win`
+    (_window_args): STEP_KEYS keys a step, enough programs to fill the GPU PROGRAMS_PER_SM times."""
+    rows, nt, step = maxima.shape[0], tiles_kernels().tiles_for(win[-1], T), max(1, s["STEP_KEYS"] // T)
+    chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
+    launch(tiles_kernels().topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles,
+           chunk, WINDOW=window, TILE_=T, STEP=step, **options)
+
+
 def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     """The shapes of the bound path's buffers (4-byte elements): its tile maxima, tile counts, and with
     SEGMENTS a segment of positions per program and their counts (none without)."""
@@ -365,14 +372,10 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     bound, the compaction: five launches, three where the logits kernel wrote the maxima and range."""
     kn, bk = kernels(), bound_kernels()
     maxima, ntiles, seg, seg_counts, ws_first = scratch
-    rows, width = logits.shape
-    T = _tile(s, width, k, "bound")
+    T = _tile(s, logits.shape[1], k, "bound")
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
     if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
-        nt, step = tiles_kernels().tiles_for(width, T), max(1, s["STEP_KEYS"] // T)
-        mchunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
-        launch(tiles_kernels().topk_tile_max_kernel, (rows, -(-nt * T // mchunk)), *window_args, maxima,
-               maxima.stride(0), ntiles, mchunk, WINDOW=window, TILE_=T, STEP=step, num_warps=s["NUM_WARPS"])
+        _launch_tile_maxima(launch, s, window_args, window, T, maxima, ntiles, {"num_warps": s["NUM_WARPS"]})
     mgrid, mchunk, maxima_args = _launch_setup(maxima, indices, None, None, ntiles, 1, s)[:3]
     consts = dict(BLOCK=s["BLOCK"], BINS_=s["BINS"], PDL=pdl, **options)
     if not range_given:
@@ -385,7 +388,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
-           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], **consts)
+           SEG_=s["SEGMENTS"], **consts)
 
 
 _PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles,

@@ -45,8 +45,8 @@ def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
         m.setattr(S._recorded_launches, "run", until_compaction)
         idx = torch.empty(rows, k, dtype=torch.int32)
         S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="bound", settings=settings)
-    bins = settings.get("BINS", S.kernels().BINS)
-    per_row = S.kernels().STATE + 2 * bins
+    s = S.path_settings("bound", settings)
+    per_row, bins = S.state_words(s), s["BINS"]
     return [int(ws.view(-1)[r * per_row + 16:r * per_row + 16 + bins].sum()) for r in range(rows)]
 
 
@@ -174,7 +174,7 @@ def test_tile_maxima_given_by_the_kernel_before(kernels_run, segments):
     for merged in (False, True):
         ws = S.workspace(rows, "cpu")
         if merged:  # the range words as the epilogue merges them into the maxima's state
-            per_row = S.kernels().STATE + 2 * S.kernels().BINS
+            per_row = S.state_words(S.path_settings("bound"))
             ws.view(-1)[rows * per_row:2 * rows * per_row].view(rows, per_row)[:, 10:12] = _range_words(maxima, ntiles)
         kernels_run.clear()
         idx = torch.empty(rows, k, dtype=torch.int32)

@@ -170,10 +170,14 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     def decode_call(path, settings):
         return as_served(path, settings, lambda: K.fp8_paged_mqa_topk(*args, k, out=out))
 
+    # the logits call alone, timed once: what a decode trial's time less it is the selection's share of
+    # (every trial's decode call runs the same logits kernel, so the ranking is by the whole call)
+    logits_us = timer(lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_out)) if kind == "decode" else 0.0
+
     def timed(path, settings) -> float:
         if kind == "prefill":
             return timer(select(logits, path, settings))
-        return timer(decode_call(path, settings)) - timer(lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_out))
+        return timer(decode_call(path, settings)) - logits_us
 
     default_path = S.pick_path(rows, width, logits.device)
     default_us = timed(default_path, None)
@@ -242,8 +246,8 @@ def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = Fals
         return (e["rows"], e["width"]) == (rows, width) and e.get("kind", kind) == kind
 
     trials_path.parent.mkdir(parents=True, exist_ok=True)
+    n_all = len(buckets)
     for n, (rows, width, kind) in enumerate((*b, "decode")[:3] for b in buckets):
-        n_all = len(buckets)
         if not fresh and any(same(e, rows, width, kind) for e in entries):
             log(f"[{n + 1}/{n_all}] {rows}x{width} {kind}: in the table, kept (--fresh retunes it)")
             continue
