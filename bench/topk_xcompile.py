@@ -36,7 +36,7 @@ def _args(k: int) -> dict:
             "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k, "counts_ptr": "*i32",
             "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32", "ws_second_ptr": "*i32",
             # the bound path's segments (64 x 32K: 16 programs a row of 2,048 keys, 512 positions each)
-            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32"}
+            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32", "k_tiles": -(-k // 8)}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:

@@ -72,18 +72,22 @@ def tile_for(width: int, k: int) -> int:
 
 
 @triton.jit
-def _bound_mapping(st_first, k, MARGIN_: tl.constexpr, BINS_: tl.constexpr):
-    """(m, scale) of the keys' digits (_digits): bin 0 below the maxima's bin t' (less MARGIN_ of a
-    bin), bins 1 .. BINS_-1 from there to the row's largest score; a scale of 0 (every key in bin 0,
-    the exact overflow path) where the maxima's range is empty or a single value."""
+def _bound_mapping(st_first, k, k_tiles, MARGIN_: tl.constexpr, BINS_: tl.constexpr, KBINS_: tl.constexpr):
+    """(m, scale) of the keys' KBINS_-bin digits (_digits): bin 0 below the maxima's bin t' (less
+    MARGIN_ of a bin), bins 1 .. KBINS_-2 from there to the top of the maxima's bin holding the
+    k_tiles-th largest maximum (k_tiles = ceil(k / TILE): the k-th largest score is at most that
+    maximum, since its k keys fill at least k_tiles tiles), the last bin above; a scale of 0 (every
+    key in bin 0, the exact overflow path) where the maxima's range is empty or a single value."""
     m1, s1 = _range(st_first, BINS_)
-    t1, _ = _threshold(tl.load(st_first + 16 + tl.arange(0, BINS_)), k, BINS_)
+    counts = tl.load(st_first + 16 + tl.arange(0, BINS_))
+    t1, _ = _threshold(counts, k, BINS_)
+    tu, _ = _threshold(counts, k_tiles, BINS_)
     ok = s1 > 0
     w = 1.0 / tl.where(ok, s1, 1.0)  # a maxima bin's width
     a = m1 + (tl.maximum(t1, 0).to(tl.float32) - MARGIN_) * w
-    span = m1 + BINS_ * w - a  # to the row's largest score (the largest maximum)
+    span = m1 + (tl.maximum(tu, t1) + 1).to(tl.float32) * w - a
     ok = ok & (span > 0)
-    s2 = (BINS_ - 1) / tl.where(ok, span, 1.0)
+    s2 = (KBINS_ - 2) / tl.where(ok, span, 1.0)
     ok = ok & (s2 < float("inf"))
     return tl.where(ok, a - 1.0 / tl.where(ok, s2, 1.0), 0.0), tl.where(ok, s2, 0.0)
 
@@ -101,11 +105,12 @@ def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDO
 
 
 @triton.jit
-def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, ws_first_ptr,
-                            chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr, BLOCK: tl.constexpr,
+def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, k_tiles, ws_ptr,
+                            ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr, BLOCK: tl.constexpr,
                             BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr, SEG_: tl.constexpr = False):
-    """Step 3: each key's digit over the bound's mapping, counted where it is 1 or more (one relaxed
-    atomic a key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
+    """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
+    the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
+    key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
     With SEG_, the admitted keys' positions also go to the program's segment (its first seg_cap of
     them, slots by a prefix sum a block) and their count to counts[row, chunk]."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
@@ -116,8 +121,9 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     at = row * tl.num_programs(1) + chunk  # this program's segment and count
     seg = seg_ptr + at.to(tl.int64) * seg_cap
     n_seg = chunk * 0
+    KB: tl.constexpr = 2 * BINS_
     if (end > start) & (hi - lo > k):
-        m_lo, scale = _bound_mapping(st_first, k, MARGIN_, BINS_)
+        m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
         # for the compaction, which reads these bits rather than computing them again: a compiler that
         # fused the mapping's multiply-adds differently there could move a key across a bin edge
         # between the count and the compaction (every program of the row stores the same bits)
@@ -127,7 +133,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         for b0 in range(start, end, BLOCK):
             t = b0 + offs
             m = t < end
-            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
             admitted = m & (d1 > 0)
             tl.atomic_add(st + 16 + d1, 1, mask=admitted, sem="relaxed")
             if SEG_:
@@ -155,8 +161,9 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     # the count's mapping, bit for bit (zero where the row holds at most k keys: all of them taken then)
     m_lo = tl.load(st + 12).to(tl.float32, bitcast=True)
     scale = tl.load(st + 13).to(tl.float32, bitcast=True)
-    bins = tl.arange(0, BINS_)
-    t1, above = _threshold(tl.where(bins == 0, k, tl.load(st + 16 + bins)), k, BINS_)
+    KB: tl.constexpr = 2 * BINS_  # the keys' bins (topk_bound_count_kernel)
+    bins = tl.arange(0, KB)
+    t1, above = _threshold(tl.where(bins == 0, k, tl.load(st + 16 + bins)), k, KB)
     total = hi - lo
     whole = total <= k  # the whole window is the answer
     t1 = tl.where(whole, -1, t1)
@@ -168,6 +175,6 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
         n_seg = tl.load(counts_ptr + at)
     _compact(logits_ptr + row.to(tl.int64) * stride_row, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_,
              out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
-             BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
+             BLOCK, KP, CAP_, WRITE_VALUES, KB, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
              ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
-             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_)
+             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_, STATE_BINS_=BINS_)

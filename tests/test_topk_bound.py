@@ -46,7 +46,7 @@ def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
         idx = torch.empty(rows, k, dtype=torch.int32)
         S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="bound", settings=settings)
     s = S.path_settings("bound", settings)
-    per_row, bins = S.state_words(s), s["BINS"]
+    per_row, bins = S.state_words(s), 2 * s["BINS"]  # (the keys' histogram spans both of the state's)
     return [int(ws.view(-1)[r * per_row + 16:r * per_row + 16 + bins].sum()) for r in range(rows)]
 
 

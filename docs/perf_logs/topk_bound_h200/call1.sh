@@ -10,10 +10,10 @@
 # the range 17 and round 1's ~30, plus its maxima ~19 and round 1 over them ~5), 2048x1M level with
 # tiles' 1.17 or better. Every row exact. Where it loses, the profile says which kernel.
 set -x
-timeout 420 python3 -m bench.topk --paths auto,bound,tiles --profile --out $OUT/paths > $OUT/paths.log 2>&1
+timeout 300 python3 -m bench.topk --paths auto,bound,tiles --profile --out $OUT/paths > $OUT/paths.log 2>&1
 tail -12 $OUT/paths.log
 # SEGMENTS on and off (predicted: 64 x 32K ~1.32-1.36 with them, against bound's 1.38-1.42 without)
-timeout 200 python3 docs/perf_logs/topk_bound_h200/segments_ab.py > $OUT/segments_ab.log 2>&1
+timeout 120 python3 docs/perf_logs/topk_bound_h200/segments_ab.py > $OUT/segments_ab.log 2>&1
 tail -6 $OUT/segments_ab.log
-timeout 150 python3 -m pytest -q tests/test_topk_gpu.py -k "bound or tiles or epilogue" > $OUT/gpu_tests.log 2>&1
+timeout 140 python3 -m pytest -q tests/test_topk_gpu.py -k "bound or tiles or epilogue" > $OUT/gpu_tests.log 2>&1
 tail -3 $OUT/gpu_tests.log
