@@ -48,8 +48,9 @@ TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
 # Whether the keys' count also writes the positions of the keys it admits to a segment per program
 # (at most seg_cap of them), so that the compaction reads those in place of its chunk (a few percent
 # of it; a program whose segment overflowed, or a row whose threshold is bin 0, reads its chunk): a
-# tuner axis, off until timed (docs/PERF.md, "Top-k: bounded by the tile maxima").
-SEGMENTS = False
+# tuner axis, on by default since every bucket's best setting had it (an H100, 4 buckets, 48 bound
+# settings each: docs/PERF.md, "Top-k: bounded by the tile maxima", measured).
+SEGMENTS = True
 # The bound's margin below bin t''s lower edge, in maxima bins: scores that round across the edge
 # still land in bins >= 1 (a key of bin 0 must be below k others).
 MARGIN = 1.0 / 16
