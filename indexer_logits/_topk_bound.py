@@ -8,8 +8,9 @@ With a row of n keys cut into tiles of TILE (aligned to the window start, as _to
 2. the maxima's range (_topk_kernels.topk_range_kernel over them; not where the epilogue wrote it)
    and round 1 over them (_topk_kernels.topk_hist_kernel, the maxima's state in the second half
    of the workspace): the bin t' holding the k-th largest maximum;
-3. the keys' histogram (topk_bound_count_kernel) over a mapping whose bin 0 lies below bin t''s
-   lower edge and whose bins 1 .. BINS-1 split the rest up to the row's largest score, counting
+3. the keys' histogram (topk_bound_count_kernel, 2 * BINS bins) over a mapping whose bin 0 lies
+   below bin t''s lower edge and whose bins 1 .. 2 * BINS - 2 split the rest up to the top of the
+   maxima's bin holding the ceil(k / TILE)-th largest maximum (_bound_mapping), counting
    the keys of bins 1 and up only (one relaxed atomic a key: a few percent of them); the mapping
    goes to the row's state words 12 and 13, which the compaction reads;
 4. the compaction of _topk_kernels with that one histogram (topk_bound_compact_kernel): the keys
@@ -30,7 +31,10 @@ times (range, two rounds, compaction: 141 us on a 204 x 64K prefill block, the r
 of every key 63 of it); the tiles path reads a fifth of them twice but in twelve launches. Here
 the range and round 1 run over the maxima (a TILE-th of the keys), the keys' histogram does one
 compare a key and an atomic for the few above the bound, and no round 2 runs: with at least 2k
-tiles a row the bound admits about 1.2k-1.4k keys, so 63 bins leave a few dozen candidates.
+tiles a row the bound admits about 1.4k keys (2.5k-3k on the bench's decode logits), and 126 bins
+over the range the k-th score can be in leave 30-60 candidates for the row's last program to rank
+(measured on an H100: 63 bins up to the row's largest score left ~200, and the compaction took
+33 us at 64 x 32K where the rounds' takes 14; with these bins 14.6).
 """
 
 from __future__ import annotations
