@@ -266,7 +266,8 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
         _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
                 BLOCK, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_, lrow, REMAP_)
         if ZERO_STATE:  # every program of the row is done with its state and histograms: zero them
-            if ONE_ROUND_:  # and the maxima's, which every program of the row read at its start
+            if ONE_ROUND_:  # and the maxima's, which every program of the row read at its start (both
+                # laid out for STATE_BINS_, the keys' digits spanning both of their histograms)
                 _zero_state(st, STATE_BINS_)
                 _zero_state(st_first, STATE_BINS_)
             else:
