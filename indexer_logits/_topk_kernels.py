@@ -212,16 +212,16 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
              BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
              lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False, seg=None, n_seg=0,
-             from_seg=False, SEG_: tl.constexpr = False, STATE_BINS_: tl.constexpr = 0):
+             from_seg=False, SEG_: tl.constexpr = False):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
     thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
     as keys (_out_key) and the row's last program zeroes `st_first` too. With ONE_ROUND_ (the bound
     path, indexer_logits._topk_bound: one histogram) the thresholds are t1 alone: the scores above
     bin t1 are taken, bin t1's are the candidates (t2 is -1), and `st_first` is zeroed too. With
     SEG_ and `from_seg`, the chunk's keys that can be taken or be candidates are the n_seg positions
-    at `seg` (the bound path's segments), read in place of the chunk. With ONE_ROUND_, the states
-    are laid out for STATE_BINS_ bins (what is zeroed) and the digits have BINS_ (twice as many:
-    the bound path's keys' one histogram spans both of the state's)."""
+    at `seg` (the bound path's segments), read in place of the chunk. With ONE_ROUND_, the digits'
+    BINS_ are twice the states' (the bound path's keys' one histogram spans both of the state's
+    histograms), so both states are zeroed as laid out for BINS_ // 2."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     if SEG_:  # (the loop then runs over the segment's slots, each read for its key)
@@ -266,10 +266,9 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
         _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
                 BLOCK, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_, lrow, REMAP_)
         if ZERO_STATE:  # every program of the row is done with its state and histograms: zero them
-            if ONE_ROUND_:  # and the maxima's, which every program of the row read at its start (both
-                # laid out for STATE_BINS_, the keys' digits spanning both of their histograms)
-                _zero_state(st, STATE_BINS_)
-                _zero_state(st_first, STATE_BINS_)
+            if ONE_ROUND_:  # and the maxima's, which every program of the row read at its start
+                _zero_state(st, BINS_ // 2)
+                _zero_state(st_first, BINS_ // 2)
             else:
                 _zero_state(st, BINS_)
                 if REMAP_ > 0:  # and the first selection's, which every pick program read before this kernel

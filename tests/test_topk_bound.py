@@ -249,8 +249,7 @@ def _random_case(seed: int) -> tuple:
     return x, k, lo, hi, settings
 
 
-# 40 cases in CI (~10 s); TOPK_RANDOM_CASES=N for more (3,600 ran locally before the ninth session's
-# mapping change and 1,600 after it, none differing)
+# 40 cases in CI (~10 s); TOPK_RANDOM_CASES=N runs N
 @needs_interpreter
 @pytest.mark.parametrize("seed", range(int(os.environ.get("TOPK_RANDOM_CASES", "40"))))
 def test_random_cases(seed):
