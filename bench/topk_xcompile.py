@@ -42,7 +42,7 @@ def _args(k: int) -> dict:
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
     """(name, jit function, constexprs, warps) of every kernel each path launches."""
     from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_row as R, _topk_select as S
-    from indexer_logits import _topk_bound as B, _topk_tiles as T
+    from indexer_logits import _topk_bound as B, _topk_resident as RS, _topk_tiles as T
     common = {"WINDOW": 1, "BLOCK": S.BLOCK, "BINS_": KN.BINS}
     kp = 1 << (k - 1).bit_length()
     compact = {"KP": kp, "WRITE_VALUES": False, "SCAN_SLOTS": S.SCAN_SLOTS, "PDL": True}
@@ -82,6 +82,12 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),
+        # the resident path: one kernel, its steps of 1,024-4,096 keys (16 a thread at 8 warps at most)
+        *((f"resident: steps of {st}{' (SCAN_SLOTS)' if scan else ''}", RS.topk_resident_kernel,
+           {"WINDOW": 1, "STEP": st, "KP": kp, "CAP_": KN.CAP, "WRITE_VALUES": False, "BINS_": KN.BINS,
+            "SCAN_SLOTS": scan, "RANK_TILE_": KN.RANK_TILE, "PDL": True, "PHASE_": 0}, wr)
+          for st, wr, scan in ((1024, 4, False), (2048, 8, False), (2048, 8, True), (4096, 8, False),
+                               (4096, 16, False))),
     ]
 
 

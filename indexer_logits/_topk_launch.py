@@ -47,6 +47,11 @@ def bound_kernels():
     return _module("._topk_bound")
 
 
+def resident_kernels():
+    """The one-launch path's module (its programs resident, the row in registers)."""
+    return _module("._topk_resident")
+
+
 def chunk_size(rows: int, width: int, block: int, programs_per_sm: int) -> int:
     """Keys per program: enough programs per row to fill the GPU about `programs_per_sm` times, at
     least one block of `block` keys each."""

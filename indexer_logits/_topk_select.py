@@ -15,8 +15,9 @@ from . import _api, _recorded_launches, _topk_table
 from ._identity import slugify
 from ._api import get_num_sms
 from ._checks import check_tile_maxima
+from ._tables import interpreting
 from ._topk_launch import (_launch_options, _launch_setup, _pdl, _window_args, bound_kernels, chunk_size, fused_kernels,
-                           kernels, row_kernels, tiles_kernels)
+                           kernels, resident_kernels, row_kernels, tiles_kernels)
 
 WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
 # Launch settings: the best of bench.topk --sweep on the H200 (selection alone, 4 decode shapes;
@@ -33,12 +34,14 @@ PDL = None            # kernels 2-4 as programmatic dependent launches: None = o
 # rounds as fast as fused or faster everywhere (decode 64x32K 117 vs 118 us, 1x1M 68 vs 85,
 # prefill 4096x64K 7.6 vs 8.6 ms); row faster where its programs fill the GPU once (128 rows of
 # 4K-32K keys, selection alone: 15.5-48 us against 17.8-53) and slower elsewhere (a program's
-# passes over one long row; a second wave past the SM count).
+# passes over one long row; a second wave past the SM count). "tiles" and "bound" (_topk_tiles,
+# _topk_bound) select over tile maxima first; "resident" (_topk_resident) runs the four kernels' phases
+# in one launch where every program of the block fits the SMs at once (else the four kernels serve).
 PATH = "auto"
 # (path, settings) every call takes whatever the table says where not None: a tuner trial timed as the
 # call it serves (tuner.topk_tune times decode buckets through the decode top-k, the epilogue included)
 SERVING: Optional[tuple] = None
-PATHS = ("fused", "rounds", "row", "tiles", "bound")
+PATHS = ("fused", "rounds", "row", "tiles", "bound", "resident")
 ROW_MIN_FILL = 0.85    # row serves from this fraction of the SMs' count of rows up to that count
 ROW_MAX_WIDTH = 32768  # and rows of at most this many keys (the crossover measured 4K-32K)
 # tiles serves rows of at least TILES_MIN_WIDTH keys, TILES_MIN_ROWS rows or more, TILES_MIN_KEYS
@@ -123,6 +126,8 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     if rows == 0:
         return path
     s = path_settings(path, settings)
+    if path == "resident" and _resident_chunk(rows, width, s, logits.device) is None:
+        path, s = "rounds", path_settings("rounds")  # (its programs could not all be resident at once)
     words = rows * state_words(s) if path != "row" else 0  # the state and histograms read
     parts = 2 if path in ("tiles", "bound") else 1  # a state for the keys and one for the tile maxima
     if ws.numel() < parts * words or not ws.is_contiguous():
@@ -143,6 +148,8 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the
     # tiles path's pick step and cap (module values an experiment may change between calls)
     extra = (tiles_kernels().PICK_BLOCK, tiles_kernels().fit_cap(k)) if path == "tiles" else ()
+    if path == "resident":  # (its chunk follows the device's own SM count: resident_shape)
+        extra = (_resident_chunk(rows, width, s, logits.device),)
     key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra, *given.values())
     _recorded_launches.run("topk:" + path, inputs, key,
                            lambda launch: launch_code(launch, s, logits, k, window, indices, values, ws, cands,
@@ -167,6 +174,10 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
     elif path == "bound":  # the four kernels' settings, its tile and the maxima kernel's step
         s = dict(path_settings("rounds"), TILE=bound_kernels().TILE, STEP_KEYS=tiles_kernels().STEP_KEYS,
                  SEGMENTS=bound_kernels().SEGMENTS)
+    elif path == "resident":
+        kn, rk = kernels(), resident_kernels()
+        s = dict(CHUNK=rk.CHUNK, STEP=rk.STEP, NUM_WARPS=rk.NUM_WARPS, BINS=kn.BINS, CAP=kn.CAP,
+                 RANK_TILE=kn.RANK_TILE, SCAN_SLOTS=rk.SCAN_SLOTS, PDL=PDL)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
@@ -391,5 +402,34 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            SEG_=s["SEGMENTS"], **consts)
 
 
+def _resident_chunk(rows: int, width: int, s: dict, device) -> Optional[int]:
+    """_topk_table.resident_shape on this device: its own SM count (not set_num_sms's: the programs
+    must fit the SMs there are); under the interpreter, whose programs run one after another, any
+    grid (a program a step where CHUNK is 0; a row of several programs then runs phase by phase:
+    _launch_resident)."""
+    if device.type == "cuda":
+        return _topk_table.resident_shape(rows, width, _api._device_sms(device.index), s["CHUNK"], s["STEP"])
+    chunk = s["CHUNK"] or s["STEP"]
+    return _topk_table.resident_shape(rows, width, rows * -(-width // chunk), chunk, s["STEP"])
+
+
+def _launch_resident(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
+    """The one-launch path (indexer_logits._topk_resident): a program a row and chunk, all resident,
+    meeting at the row's barrier between phases; under the interpreter a row of several programs
+    runs its four phases as four launches (its programs run one after another there)."""
+    rows, width = logits.shape
+    chunk = _resident_chunk(rows, width, s, logits.device)
+    grid = (rows, -(-width // chunk))
+    pdl = _pdl(logits.device, s["PDL"])
+    val = indices if values is None else values
+    phases = (1, 2, 3, 4) if interpreting() and grid[1] > 1 else (0,)
+    for phase in phases:
+        launch(resident_kernels().topk_resident_kernel, grid, *_window_args(logits, indices, lo, hi, lens, next_n), k,
+               ws, cands, indices, indices.stride(0), val, val.stride(0), chunk, WINDOW=window, STEP=s["STEP"],
+               KP=1 << (k - 1).bit_length(), CAP_=s["CAP"], WRITE_VALUES=values is not None, BINS_=s["BINS"],
+               SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"], PDL=pdl, PHASE_=phase,
+               **_launch_options(pdl, s["NUM_WARPS"]))
+
+
 _PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles,
-              "bound": _launch_bound}
+              "bound": _launch_bound, "resident": _launch_resident}

@@ -10,7 +10,9 @@ path is "auto". Imports only the standard library and this package.
 An entry is the best exact setting the tuner timed for selecting k of `width` keys in each of
 `rows` rows. A call is served by the entry nearest its shape (rows and width on a log scale) among
 those whose path suits it (the one-program-a-row path only up to the SM count of rows: past it, a
-second wave) and that lie within an octave of it (REACH), else by the built-in choice (_topk_select.pick_path and the modules' settings). The
+second wave; the resident path only where its grid fits the SMs, resident_shape) and that lie
+within an octave of it (REACH), else by the built-in choice (_topk_select.pick_path and the
+modules' settings). The
 settings are launch parameters: any of them selects exactly (the tuner times, it does not make
 them correct), so a table tuned under another Triton or k still selects right, only perhaps
 slower. A table that is malformed or made for another GPU is refused with an error naming it.
@@ -45,6 +47,27 @@ ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS"
 # model's), the maxima kernel's step, and whether the compaction reads the admitted keys' segments
 ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "SEGMENTS": (False, True)}
+
+# the resident path (one launch, a row's programs meeting at barriers): keys a program (0: resident_shape's
+# model), keys a step, warps, the four kernels' bins, candidates, their ranking, slots and PDL
+RESIDENT_STEP = 2048  # the resident path's STEP where an entry's settings leave it out (_topk_resident.STEP)
+ALLOWED["resident"] = {"CHUNK": (0, 4096, 8192, 16384, 32768, 65536), "STEP": (1024, 2048, 4096),
+                       "NUM_WARPS": (4, 8, 16),
+                       **{n: ALLOWED["rounds"][n] for n in ("BINS", "CAP", "RANK_TILE", "SCAN_SLOTS", "PDL")}}
+
+
+def resident_shape(rows: int, width: int, sms: int, chunk: int, step: int) -> Optional[int]:
+    """Keys a program of the resident path (indexer_logits._topk_resident) reads in a (rows, width)
+    block on a GPU of `sms` SMs, or None where it cannot serve: its barriers need every program
+    resident at once, so rows x programs a row is at most `sms` (a program an SM, which fits however
+    many registers it takes). `chunk` 0: the fewest steps of `step` keys that keep the grid within
+    the SMs."""
+    if not 1 <= rows <= sms or width < 1 or step < 1:
+        return None
+    if chunk == 0:
+        chunk = step * -(-width // (sms // rows * step))
+    return chunk if rows * -(-width // chunk) <= sms else None
+
 
 # What an entry was timed as (its optional "kind"): "decode", the logits kernel writing the tile maxima
 # where the path reads them (indexer_logits._topk.EPILOGUE), or "prefill", a row block's selection with
@@ -139,7 +162,8 @@ REACH = 1.0  # an entry serves shapes within this many octaves of its own, in ro
 def entry_for(table: Optional[dict], rows: int, width: int, sms: int, row_max_width: int,
               kind: Optional[str] = None) -> Optional[dict]:
     """The entry nearest (rows, width) whose path suits the shape (the row path only for rows <= sms
-    and widths <= row_max_width, its measured range), of the call's `kind` or of none (KINDS), and
+    and widths <= row_max_width, its measured range; the resident path where resident_shape fits
+    it), of the call's `kind` or of none (KINDS), and
     that lies within REACH octaves of it in both; None where no entry does (the built-in choice then
     serves: a table says what was measured, not what a shape far from it wants)."""
     if not table:
@@ -147,6 +171,9 @@ def entry_for(table: Optional[dict], rows: int, width: int, sms: int, row_max_wi
     best, best_d = None, math.inf
     for e in table["entries"]:
         if e["path"] == "row" and not (rows <= sms and width <= row_max_width):
+            continue
+        if e["path"] == "resident" and resident_shape(rows, width, sms, e["settings"].get("CHUNK", 0),
+                                                      e["settings"].get("STEP", RESIDENT_STEP)) is None:
             continue
         if kind is not None and e.get("kind", kind) != kind:
             continue

@@ -298,3 +298,46 @@ def test_the_tuned_table_is_written_exact_and_served(tmp_path, monkeypatch, requ
     logits = K.fp8_paged_mqa_logits(*args, False)
     lo, hi = _decode_windows(inp.context_lens, 1, 64)
     assert mismatched_rows(idx, logits, lo, hi, 2048) == 0
+
+
+@pytest.mark.parametrize("rows, width", [(1, 1 << 20), (64, 32768), (128, 8192), (5, 100000)])
+@pytest.mark.parametrize("kind", ["randn", "small_ints", "outlier", "all_equal"])
+def test_resident_exact_eager_and_in_a_graph(rows, width, kind):
+    """The one-launch selection's barrier across a row's programs (1 x 1M: 128 programs a row; 64 x
+    32K: 2; 128 x 8K: 1): exact eagerly and in a replayed CUDA graph (new lengths written between
+    replays), the workspace left zero, and the path that served asserted."""
+    g = torch.Generator(device="cuda").manual_seed(11)
+    x = torch.randn(rows, width, device="cuda", generator=g)
+    if kind == "small_ints":
+        x = torch.randint(0, 50, (rows, width), device="cuda", generator=g).float()
+    elif kind == "outlier":
+        x[:, 4321] = 1e30
+    elif kind == "all_equal":
+        x.zero_()
+    lens = torch.full((rows,), width, dtype=torch.int32, device="cuda")
+    lo = torch.zeros_like(lens)
+    idx = torch.empty(rows, 2048, dtype=torch.int32, device="cuda")
+    ws = S.workspace(rows, "cuda")
+
+    def call():
+        return S.select_rows(x, 2048, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="resident")
+    assert call() == "resident"
+    assert mismatched_rows(idx, x, lo, lens, 2048) == 0 and int(ws.abs().sum()) == 0
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for new in (torch.randint(1, width + 1, (rows,), device="cuda", generator=g, dtype=torch.int32), lens * 0 + 7):
+        lens.copy_(new)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert mismatched_rows(idx, x, lo, lens, 2048) == 0 and int(ws.abs().sum()) == 0
+
+
+def test_resident_falls_back_where_its_programs_cannot_all_be_resident():
+    rows = torch.cuda.get_device_properties(0).multi_processor_count + 1
+    x = torch.randn(rows, 4096, device="cuda")
+    lens = torch.full((rows,), 4096, dtype=torch.int32, device="cuda")
+    idx = torch.empty(rows, 512, dtype=torch.int32, device="cuda")
+    assert S.select_rows(x, 512, S.WINDOW_LIMIT, idx, None, S.workspace(rows, "cuda"), lens=lens,
+                         path="resident") == "rounds"
+    assert mismatched_rows(idx, x, torch.zeros_like(lens), lens, 512) == 0

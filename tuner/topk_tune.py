@@ -23,7 +23,10 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
 - the bound path (round 1 over the tile maxima names a score k keys reach; one histogram of the
   keys above it and the compaction) from BOUND_TRIED_FROM (16K) keys a row: its tile the model's
   (at least 2k tiles a row) or an octave either side; its compaction reading the admitted keys'
-  segments or its chunk; untimed when added.
+  segments or its chunk; untimed when added;
+- the resident path (the four kernels' phases in one launch, a row's programs meeting at barriers) only
+  where every program fits the SMs at once (rows x programs a row <= SMs: _topk_table.resident_shape),
+  its chunk the model's; untimed when added.
 
 The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
 bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of
@@ -115,7 +118,14 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # at most (the keys' one round: 63 bins above the bound)
         return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=bl, SEGMENTS=g)
                 for t in (0, 4, 16) for b in (32, 64) for p in (8, 16) for bl in (512, 1024) for g in (False, True)]
-    raise ValueError(f"path: expected 'rounds', 'row', 'tiles' or 'bound', got {path!r}")
+    if path == "resident":
+        if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
+            return []
+        # its chunk the model's (the fewest steps that keep every program resident); steps of 2,048-4,096
+        # keys at 8-16 warps (cross-compiled: no spill there under Triton 3.6 for sm_90 and sm_120)
+        return [dict(STEP=st, NUM_WARPS=w, BINS=b, SCAN_SLOTS=sc)
+                for st in (2048, 4096) for w in (8, 16) for b in (32, 64) for sc in (False, True)]
+    raise ValueError(f"path: expected 'rounds', 'row', 'tiles', 'bound' or 'resident', got {path!r}")
 
 
 def bucket_inputs(rows: int, width: int, device: str, seed: int = 0):
@@ -150,7 +160,8 @@ def gpu_timer(fn) -> float:
 
 def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
                 on_trial: Callable[[dict], None] = lambda t: None,
-                paths: Iterable[str] = ("rounds", "row", "tiles", "bound"), kind: str = "decode") -> dict:
+                paths: Iterable[str] = ("rounds", "row", "tiles", "bound", "resident"),
+                kind: str = "decode") -> dict:
     """The table entry of one bucket: the fastest exact setting, and the built-in choice's time. A
     "decode" bucket times each setting as the decode top-k serves it (the logits kernel writing the
     maxima where the path reads them: indexer_logits._topk.EPILOGUE), less the logits call alone, and

@@ -1,0 +1,115 @@
+"""The one-launch selection (indexer_logits._topk_resident, path "resident") on what is its own: the
+four kernels' phases in one kernel, run as four launches under the interpreter where a row has
+several programs (its barrier cannot wait there: programs run one after another) and as one launch
+where a row has one program (the barrier then counts the program's own arrivals, as on the GPU);
+which shapes it serves (every program resident at once: rows x programs <= SMs), in the table and
+in the tuner's space. Exactness is against a stable descending sort (tests/test_topk.py's
+assert_same_topk); the generic cases run it through tests/test_topk.py's S.PATHS; the barrier across
+programs, eagerly and in a replayed graph, through tests/test_topk_gpu.py."""
+
+import pytest
+import torch
+
+from indexer_logits import _api, _topk_select as S, _topk_table as T
+
+from test_topk import assert_same_topk, needs_interpreter
+from test_topk_tiles import kernels_run  # noqa: F401 (a fixture)
+from tuner import topk_tune
+
+
+@pytest.fixture(autouse=True)
+def _clean_runtime(clean_runtime):
+    yield
+
+
+def _scores(kind, rows, width, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, width, generator=g)
+    if kind == "ties":  # runs of equal keys: candidates tied at the k-th score
+        x = x.to(torch.bfloat16).float()
+    elif kind == "small_ints":  # more candidates than CAP: the exact overflow path
+        x = torch.randint(0, 20, (rows, width), generator=g).float()
+    elif kind == "outlier":  # a range stretched by one score
+        x[:, 17] = 1e30
+    elif kind == "all_equal":  # an empty range: every score in bin 0
+        x = torch.zeros(rows, width)
+    return x
+
+
+def _run(x, k, lo, hi, settings, values=True):
+    rows = x.shape[0]
+    ws = S.workspace(rows, x.device)
+    idx = torch.full((rows, k), 7, dtype=torch.int32)
+    val = torch.full((rows, k), 7.0) if values else None
+    served = S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path="resident", settings=settings)
+    assert served == "resident"
+    assert int(ws.abs().sum()) == 0, "the last program must leave the workspace (and its barrier word) zero"
+    return idx, val
+
+
+@needs_interpreter
+@pytest.mark.parametrize("kind", ["randn", "ties", "small_ints", "outlier", "all_equal"])
+@pytest.mark.parametrize("chunk, launches", [(1024, 4), (8192, 1)])
+def test_exact_phase_by_phase_and_in_one_launch(kind, chunk, launches, kernels_run):
+    """Rows of 3,000-6,000 keys with partial and empty windows, k 512: with chunks of 1,024 keys a row
+    has up to six programs (four launches, a phase each); with chunks of 8,192 one (one launch, the
+    barrier's waits passed by the program's own arrivals)."""
+    rows, width, k = 4, 6000, 512
+    x = _scores(kind, rows, width)
+    lo = torch.tensor([0, 1000, 0, 3000], dtype=torch.int32)
+    hi = torch.tensor([6000, 4500, 300, 3000], dtype=torch.int32)  # (a window under k, an empty one)
+    idx, val = _run(x, k, lo, hi, dict(CHUNK=chunk, STEP=1024, NUM_WARPS=4))
+    assert kernels_run == ["topk_resident_kernel"] * launches
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("scan_slots", [False, True])
+def test_slots_by_atomics_or_a_prefix_sum(scan_slots):
+    x = _scores("ties", 2, 5000, seed=3)
+    lo, hi = torch.zeros(2, dtype=torch.int32), torch.tensor([5000, 4097], dtype=torch.int32)
+    idx, val = _run(x, 1024, lo, hi, dict(CHUNK=2048, STEP=1024, SCAN_SLOTS=scan_slots))
+    assert_same_topk(idx, val, x, 1024, lo, hi)
+
+
+def test_the_model_keeps_every_program_resident():
+    """The chunk: the fewest steps that keep rows x programs within the SMs (one program an SM)."""
+    assert T.resident_shape(1, 1 << 20, 132, 0, 2048) == 8192  # 128 programs
+    assert T.resident_shape(64, 32768, 132, 0, 2048) == 16384  # 2 a row
+    assert T.resident_shape(64, 131072, 132, 0, 2048) == 65536
+    assert T.resident_shape(128, 8192, 132, 0, 2048) == 8192  # 1 a row
+    assert T.resident_shape(132, 100, 132, 0, 2048) == 2048
+    assert T.resident_shape(133, 8192, 132, 0, 2048) is None  # a second wave would wait on the first forever
+    assert T.resident_shape(64, 32768, 132, 8192, 2048) is None  # 256 programs asked for
+    assert T.resident_shape(0, 8192, 132, 0, 2048) is None
+
+
+def test_a_cuda_device_counts_its_own_sms(monkeypatch):
+    """On CUDA the chunk follows the device's SM count, not set_num_sms's (which engines set to size
+    DeepGEMM's metadata): the programs must fit the SMs there are."""
+    monkeypatch.setattr(_api, "_device_sms", lambda index=None: 132)
+    _api.set_num_sms(1000)
+    try:
+        s = S.path_settings("resident")
+        cuda = torch.device("cuda", 0)
+        assert S._resident_chunk(1, 1 << 20, s, cuda) == 8192
+        assert S._resident_chunk(200, 8192, s, cuda) is None
+    finally:
+        _api.set_num_sms(None)
+
+
+def test_a_table_entry_serves_only_shapes_it_fits():
+    table = {"entries": [{"rows": 128, "width": 8192, "path": "resident", "settings": {}},
+                         {"rows": 128, "width": 8192, "kind": "prefill", "path": "rounds", "settings": {}}]}
+    assert T.entry_for(table, 128, 8192, 132, 32768, "decode")["path"] == "resident"
+    assert T.entry_for(table, 200, 8192, 132, 32768, "decode") is None  # 200 rows cannot all be resident
+    assert T.entry_for(table, 96, 16384, 132, 32768, "decode")["path"] == "resident"
+
+
+def test_the_tuner_tries_it_where_it_fits():
+    assert topk_tune.space("resident", 1, 1 << 20, 132)
+    assert topk_tune.space("resident", 64, 32768, 132)
+    assert topk_tune.space("resident", 256, 8192, 132) == []
+    for settings in topk_tune.space("resident", 1, 1 << 20, 132):
+        S.path_settings("resident", settings)  # every setting is one of the path's
+        assert all(v in T.ALLOWED["resident"][n] for n, v in settings.items())
