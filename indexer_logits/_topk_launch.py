@@ -12,6 +12,8 @@ import torch
 
 from ._api import get_num_sms
 
+# Window modes: how a row's valid keys [lo, hi) are found (_topk_digits._window)
+WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
 _MODULES: dict = {}
 
 

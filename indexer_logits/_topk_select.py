@@ -1,6 +1,7 @@
 """Launching the top-k selection over a block of logits rows: which path serves a call (the GPU's
-tuned table, else pick_path), its settings and its launches. The paths' kernels are
-indexer_logits._topk_kernels, _topk_fused, _topk_row, _topk_tiles and _topk_bound, their grids and
+tuned table, else pick_path), its settings, and the call's launches, recorded on its first call
+and replayed after. The paths' launch code is indexer_logits._topk_paths', their kernels
+_topk_kernels, _topk_fused, _topk_row, _topk_tiles, _topk_bound and _topk_resident, their grids and
 chunking (shapes and the SM count only) _topk_launch's; the torch reference is
 indexer_logits._topk.topk_reference."""
 
@@ -14,12 +15,12 @@ import torch
 from . import _api, _recorded_launches, _topk_table
 from ._identity import slugify
 from ._api import get_num_sms
-from ._checks import check_tile_maxima
-from ._tables import interpreting
-from ._topk_launch import (_launch_options, _launch_setup, _pdl, _window_args, bound_kernels, chunk_size, fused_kernels,
-                           kernels, resident_kernels, row_kernels, tiles_kernels)
+# (the window modes, _window_args and _pick_chunks: this module's names for the callers and tests that use them)
+from ._topk_launch import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, _window_args, bound_kernels,  # noqa: F401
+                           fused_kernels, kernels, resident_kernels, row_kernels, tiles_kernels)
+from ._topk_paths import (_PATH_CODE, _bound_scratch, _bound_shapes, _pick_chunks, _resident_chunk,  # noqa: F401
+                          _tile, _tiles_scratch)
 
-WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
 # Launch settings: the best of bench.topk --sweep on the H200 (selection alone, 4 decode shapes;
 # docs/PERF.md "Top-k"): 64 bins, 512 keys a step, 4 warps, 8 programs per SM, PDL on.
 BLOCK = 512           # keys a program reads per step
@@ -205,64 +206,6 @@ def _tuned_entry(rows: int, width: int, device, kind: Optional[str] = None) -> O
 _DEVICE_SLUGS: dict = {}
 
 
-def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=(),
-                   range_done: bool = False, fit_cap: int = 0, remap=None) -> None:
-    """The four-kernel path (indexer_logits._topk_kernels): range, two histogram rounds, compaction
-    (without the range kernel where the kernel before merged the rows' ranges: `range_done`; with
-    `fit_cap`, round 2 and the compaction skip the rows whose threshold bin holds few enough
-    scores, and the rows' state is left for the caller to zero: _topk_digits._fit; with `remap`,
-    (tiles list, tile, first state), the tiles path's compaction that writes keys)."""
-    kn = kernels()
-    BINS, BLOCK_ = s["BINS"], s["BLOCK"]
-    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
-    if not range_done:
-        launch(kn.topk_range_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK_, BINS_=BINS,
-               PDL=False, num_warps=s["NUM_WARPS"])
-    for round_ in (1, 2):
-        launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK_,
-               BINS_=BINS, PDL=pdl, FIT_CAP_=fit_cap, **options)
-    val = indices if values is None else values
-    args = (*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk)
-    consts = dict(WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
-                  WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], PDL=pdl,
-                  RANK_TILE_=s["RANK_TILE"], **options)
-    if remap is None:
-        launch(kn.topk_compact_kernel, grid, *args, FIT_CAP_=fit_cap, **consts)
-    else:
-        tiles, tile, ws_first = remap
-        launch(kn.topk_compact_remap_kernel, grid, *args, tiles, tiles.stride(0), ws_first, REMAP_=tile, **consts)
-
-
-def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
-    """The two-kernel path (indexer_logits._topk_fused): same grid, same workspace."""
-    fk = fused_kernels()
-    BINS, BLOCK_ = s["BINS"], s["BLOCK"]
-    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
-    launch(fk.topk_round1_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK_, BINS_=BINS,
-           SAMPLE_=s["SAMPLE"], PDL=False, num_warps=s["NUM_WARPS"])
-    val = indices if values is None else values
-    launch(fk.topk_select_kernel, grid, *window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0),
-           chunk, WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
-           WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], CB_=s["CB"], PDL=pdl, **options)
-
-
-def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
-    """The one-kernel path (indexer_logits._topk_row): a program a row, a candidate buffer of CAP a row."""
-    rk = row_kernels()
-    rows, width = logits.shape
-    pdl = bool(s["PDL"]) and _pdl(logits.device)
-    val = indices if values is None else values
-    launch(rk.topk_row_kernel, (rows,), *_window_args(logits, indices, lo, hi, lens, next_n), k,
-           indices, indices.stride(0), val, val.stride(0), cands,
-           WINDOW=window, BLOCK_=s["BLOCK"], BINS_=s["BINS"] or rk.bins_for(width), CAP_=s["CAP"],
-           WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, s["NUM_WARPS"]))
-
-
-def _tile(s: dict, width: int, k: int, path: str = "tiles") -> int:
-    """The tiles or bound path's tile: its TILE setting, or the path's model (tile_for) where that is 0."""
-    return s["TILE"] or (bound_kernels() if path == "bound" else tiles_kernels()).tile_for(width, k)
-
-
 def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
     """(tile, words a row of the first selection's state) of the tiles or bound path where it serves
     a decode call of this shape unasked (select_rows with neither path nor settings), else (0, 0):
@@ -277,159 +220,3 @@ def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
 def state_words(s: dict) -> int:
     """int32 words of one row's selection state and histograms under settings `s` (a workspace row)."""
     return kernels().STATE + 2 * s["BINS"]
-
-
-def _tiles_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
-    """The tiles path's buffers, as indexer_logits._topk_tiles.scratch_shapes lists (and
-    scratch_bytes counts) them; the first two (maxima, tile counts) are `given`'s where given."""
-    tile = _tile(s, width, k)
-    chunks = _pick_chunks(rows, tiles_kernels().tiles_for(width, tile), s)[1]
-    shapes = tiles_kernels().scratch_shapes(rows, width, k, tile, chunks)
-    if given is not None:
-        check_tile_maxima(given, rows, shapes[0][0][1], device)
-    return tuple(given[i] if given is not None and i < 2 else
-                 torch.empty(shape, dtype=torch.float32 if real else torch.int32, device=device)
-                 for i, (shape, real) in enumerate(shapes))
-
-
-def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
-    """(maxima a pick program scans, programs a row): enough to fill the GPU PROGRAMS_PER_SM times."""
-    chunk = chunk_size(rows, nt, tiles_kernels().PICK_BLOCK, s["PROGRAMS_PER_SM"])
-    return chunk, max(1, -(-nt // chunk))
-
-
-def _launch_tiles(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch,
-                  maxima_given: bool = False, range_given: bool = False) -> None:
-    """The two-pass path (indexer_logits._topk_tiles): tile maxima, the four kernels over them, the
-    pick (counts, then the picks), the gather (and its keys' range), three of the four kernels over
-    the picked tiles' keys, the remap: twelve launches (ten with MERGE: the pick gathers, the last
-    compaction remaps). The selection over the maxima keeps its state in its own workspace
-    (`ws_first`), which its pick reads after it and the gather (with MERGE, the last compaction)
-    zeroes; its round 2 and compaction skip the rows where round 1's bin already names at most 2k
-    tiles."""
-    tk = tiles_kernels()
-    maxima, ntiles, sel_idx, sel_val, tiles, cand_len, buf, counts, tau, ws_first = scratch
-    rows, width = logits.shape
-    T = _tile(s, width, k)
-    step = max(1, s["STEP_KEYS"] // T)
-    win = _window_args(logits, indices, lo, hi, lens, next_n)
-    pdl = _pdl(logits.device, s["OWN_PDL"])  # its own kernels as programmatic dependent launches, where set
-    options = dict(_launch_options(pdl, s["NUM_WARPS"]), PDL=pdl)
-    nt = tiles_kernels().tiles_for(logits.shape[1], T)  # (given maxima may be wider)
-    if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
-        _launch_tile_maxima(launch, s, win, window, T, maxima, ntiles, options)
-    fit = tk.fit_cap(k) if s["FIT"] else 0
-    _launch_rounds(launch, s, maxima, k, WINDOW_LIMIT, sel_idx, sel_val, ws_first, cands, None, None, ntiles, 1,
-                   range_done=range_given, fit_cap=fit)
-    kb = min(1024, 1 << (k - 1).bit_length())
-    pick, nch = _pick_chunks(rows, nt, s)
-    launch(tk.topk_tile_count_kernel, (rows, nch), maxima, maxima.stride(0), ntiles, sel_val, sel_val.stride(0), k,
-           counts, nch, pick, tau, ws_first, KB=kb, PB=tk.PICK_BLOCK, BINS_=s["BINS"], FIT_CAP_=fit, **options)
-    pick_args = (maxima, maxima.stride(0), ntiles, tau, k, counts, nch, pick, tiles, tiles.stride(0), cand_len,
-                 *win[2:], ws_first)
-    pick_consts = dict(WINDOW=window, TILE_=T, NCP=1 << (nch - 1).bit_length(), BINS_=s["BINS"], FIT_CAP_=fit,
-                       **options)
-    if s["MERGE"]:  # the pick copies the tiles it picks: no gather kernel (a step's scores in registers)
-        launch(tk.topk_tile_pick_gather_kernel, (rows, nch), *pick_args, logits, logits.stride(0), buf,
-               buf.stride(0), ws, PB=min(tk.PICK_BLOCK, step), **pick_consts)
-    else:
-        launch(tk.topk_tile_pick_kernel, (rows, nch), *pick_args, PB=tk.PICK_BLOCK, **pick_consts)
-        picked = tiles.shape[1]
-        per_program = chunk_size(rows, picked * T, step * T, s["PROGRAMS_PER_SM"]) // T
-        launch(tk.topk_tile_gather_kernel, (rows, -(-picked // per_program)), *win, tiles, tiles.stride(0),
-               cand_len, buf, buf.stride(0), ws, ws_first, per_program, WINDOW=window, TILE_=T, STEP=step,
-               BINS_=s["BINS"], **options)
-    remap = (tiles, T, ws_first) if s["MERGE"] else None  # the compaction writes keys: no remap kernel
-    _launch_rounds(launch, s, buf, k, WINDOW_LIMIT, indices, values, ws, cands, None, None, cand_len, 1,
-                   range_done=True, remap=remap)
-    if not s["MERGE"]:
-        launch(tk.topk_tile_remap_kernel, (rows, -(-k // kb)), indices, indices.stride(0), tiles, tiles.stride(0), k,
-               TILE_=T, KB=kb, **options)
-
-
-def _launch_tile_maxima(launch, s, win, window, T, maxima, ntiles, options) -> None:
-    """The tiles and bound paths' first pass (topk_tile_max_kernel) over the logits of `win`
-    (_window_args): STEP_KEYS keys a step, enough programs to fill the GPU PROGRAMS_PER_SM times."""
-    rows, nt, step = maxima.shape[0], tiles_kernels().tiles_for(win[-1], T), max(1, s["STEP_KEYS"] // T)
-    chunk = chunk_size(rows, nt * T, step * T, s["PROGRAMS_PER_SM"])
-    launch(tiles_kernels().topk_tile_max_kernel, (rows, -(-nt * T // chunk)), *win, maxima, maxima.stride(0), ntiles,
-           chunk, WINDOW=window, TILE_=T, STEP=step, **options)
-
-
-def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
-    """The shapes of the bound path's buffers (4-byte elements): its tile maxima, tile counts, and with
-    SEGMENTS a segment of positions per program and their counts (none without)."""
-    nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
-    chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
-    nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
-    return (rows, nt), (rows,), (rows, nch, bound_kernels().seg_cap(k, width, chunk) if nch else 0), (rows, nch)
-
-
-def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
-    """The bound path's buffers (_bound_shapes); the maxima and tile counts `given`'s where the logits
-    kernel wrote them."""
-    shapes = _bound_shapes(rows, width, k, s)
-    if given is not None:
-        check_tile_maxima(given, rows, shapes[0][1], device)
-    return tuple(given[i] if given is not None and i < 2 else
-                 torch.empty(shape, dtype=torch.float32 if i == 0 else torch.int32, device=device)
-                 for i, shape in enumerate(shapes))
-
-
-def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch,
-                  maxima_given: bool = False, range_given: bool = False) -> None:
-    """The path bounded by the tile maxima (indexer_logits._topk_bound): the maxima, their range and
-    round 1 over them in the second half of the workspace (`ws_first`), the keys' histogram above the
-    bound, the compaction: five launches, three where the logits kernel wrote the maxima and range."""
-    kn, bk = kernels(), bound_kernels()
-    maxima, ntiles, seg, seg_counts, ws_first = scratch
-    T = _tile(s, logits.shape[1], k, "bound")
-    grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
-    if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
-        _launch_tile_maxima(launch, s, window_args, window, T, maxima, ntiles, {"num_warps": s["NUM_WARPS"]})
-    mgrid, mchunk, maxima_args = _launch_setup(maxima, indices, None, None, ntiles, 1, s)[:3]
-    consts = dict(BLOCK=s["BLOCK"], BINS_=s["BINS"], PDL=pdl, **options)
-    if not range_given:
-        launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, **consts)
-    launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT, **consts)
-    segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
-    launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
-           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], **consts)
-    val = indices if values is None else values
-    launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
-           val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
-           WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
-           SEG_=s["SEGMENTS"], **consts)
-
-
-def _resident_chunk(rows: int, width: int, s: dict, device) -> Optional[int]:
-    """_topk_table.resident_shape on this device: its own SM count (not set_num_sms's: the programs
-    must fit the SMs there are); under the interpreter, whose programs run one after another, any
-    grid (a program a step where CHUNK is 0; a row of several programs then runs phase by phase:
-    _launch_resident)."""
-    if device.type == "cuda":
-        return _topk_table.resident_shape(rows, width, _api._device_sms(device.index), s["CHUNK"], s["STEP"])
-    chunk = s["CHUNK"] or s["STEP"]
-    return _topk_table.resident_shape(rows, width, rows * -(-width // chunk), chunk, s["STEP"])
-
-
-def _launch_resident(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
-    """The one-launch path (indexer_logits._topk_resident): a program a row and chunk, all resident,
-    meeting at the row's barrier between phases; under the interpreter a row of several programs
-    runs its four phases as four launches (its programs run one after another there)."""
-    rows, width = logits.shape
-    chunk = _resident_chunk(rows, width, s, logits.device)
-    grid = (rows, -(-width // chunk))
-    pdl = _pdl(logits.device, s["PDL"])
-    val = indices if values is None else values
-    phases = (1, 2, 3, 4) if interpreting() and grid[1] > 1 else (0,)
-    for phase in phases:
-        launch(resident_kernels().topk_resident_kernel, grid, *_window_args(logits, indices, lo, hi, lens, next_n), k,
-               ws, cands, indices, indices.stride(0), val, val.stride(0), chunk, WINDOW=window, STEP=s["STEP"],
-               KP=1 << (k - 1).bit_length(), CAP_=s["CAP"], WRITE_VALUES=values is not None, BINS_=s["BINS"],
-               SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"], PDL=pdl, PHASE_=phase,
-               **_launch_options(pdl, s["NUM_WARPS"]))
-
-
-_PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles,
-              "bound": _launch_bound, "resident": _launch_resident}
