@@ -32,8 +32,9 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_digits import _digits, _key_range, _publish_range, _range, _threshold, _window
-from ._topk_kernels import _compact, _count_d1, _thresholds
+from ._topk_digits import (_digits, _key, _key_range, _publish_range, _range, _range_keys, _threshold, _window,
+                           _zero_state)
+from ._topk_kernels import _compact, _count_d1, _finish, _thresholds
 
 # Launch settings (the tuner's axes, _topk_table.ALLOWED["resident"]): keys a program reads (0: the
 # fewest steps that keep rows x programs within the SM count: _topk_table.resident_shape), keys a step,
@@ -65,11 +66,14 @@ def topk_resident_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
                          idx_ptr, stride_idx, val_ptr, stride_val, chunk_len,
                          WINDOW: tl.constexpr, STEP: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                          WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
-                         RANK_TILE_: tl.constexpr, PDL: tl.constexpr, PHASE_: tl.constexpr = 0):
+                         RANK_TILE_: tl.constexpr, PDL: tl.constexpr, PHASE_: tl.constexpr = 0,
+                         HOLD_: tl.constexpr = False):
     """Program (row, chunk) over keys [chunk * chunk_len, (chunk + 1) * chunk_len) of the row's
     window: 1 the range, 2 round 1, 3 round 2, 4 the compaction (the row's last program finishes the
     row and zeroes its workspace, the barrier word with it); PHASE_ 0 runs them all with the row's
-    barrier between, PHASE_ 1-4 that phase alone (the interpreter's launches, module docstring)."""
+    barrier between, PHASE_ 1-4 that phase alone (the interpreter's launches, module docstring).
+    HOLD_ (a chunk of at most STEP keys): the chunk is read once and held in registers through the
+    phases, where each phase would otherwise read it again a step at a time."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
     row = tl.program_id(0)
@@ -81,16 +85,28 @@ def topk_resident_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     go = (end > start) & (hi - lo > k)  # (a window of at most k keys is the answer: no range, no rounds)
+    if HOLD_:
+        t_h = chunk * chunk_len + tl.arange(0, STEP)
+        m_h = (t_h >= start) & (t_h < end)
+        x_h = tl.load(base + t_h, mask=m_h, other=0.0)
     if PHASE_ == 0 or PHASE_ == 1:
         if go:
-            kmin, kmax = _key_range(base, start, end, STEP)
+            if HOLD_:
+                kmin_h, kmax_h = _range_keys(x_h, m_h)
+                kmin, kmax = tl.min(kmin_h, 0), tl.max(kmax_h, 0)
+            else:
+                kmin, kmax = _key_range(base, start, end, STEP)
             _publish_range(st, kmin, kmax)
     if PHASE_ == 0:
         _row_barrier(st, n_prog)
     if PHASE_ == 0 or PHASE_ == 2:
         if go:
             m_lo, scale = _range(st, BINS_)
-            counts = _count_d1(base, start, end, m_lo, scale, STEP, BINS_)
+            if HOLD_:
+                d1, d2 = _digits(x_h, m_lo, scale, BINS_)
+                counts = tl.histogram(d1, BINS_, mask=m_h)
+            else:
+                counts = _count_d1(base, start, end, m_lo, scale, STEP, BINS_)
             tl.atomic_add(st + 16 + tl.arange(0, BINS_), counts, mask=counts != 0, sem="relaxed")
     if PHASE_ == 0:
         _row_barrier(st, 2 * n_prog)
@@ -98,18 +114,63 @@ def topk_resident_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
         if go:
             m_lo, scale = _range(st, BINS_)
             t1, above1 = _threshold(tl.load(st + 16 + tl.arange(0, BINS_)), k, BINS_)
-            offs = tl.arange(0, STEP)
-            for b0 in range(start, end, STEP):
-                t = b0 + offs
-                m = t < end
-                d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
-                tl.atomic_add(st + 16 + BINS_ + d2, 1, mask=m & (d1 == t1), sem="relaxed")
+            if HOLD_:
+                d1, d2 = _digits(x_h, m_lo, scale, BINS_)
+                tl.atomic_add(st + 16 + BINS_ + d2, 1, mask=m_h & (d1 == t1), sem="relaxed")
+            else:
+                offs = tl.arange(0, STEP)
+                for b0 in range(start, end, STEP):
+                    t = b0 + offs
+                    m = t < end
+                    d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, BINS_)
+                    tl.atomic_add(st + 16 + BINS_ + d2, 1, mask=m & (d1 == t1), sem="relaxed")
     if PHASE_ == 0:
         _row_barrier(st, 3 * n_prog)
     if PHASE_ == 0 or PHASE_ == 4:
         m_lo, scale = _range(st, BINS_)
         t1, t2, above = _thresholds(st, k, hi - lo, BINS_)
         out_idx = idx_ptr + row.to(tl.int64) * stride_idx
-        _compact(base, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_, out_idx,
-                 val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
-                 STEP, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0)
+        cands = cand_ptr + row.to(tl.int64) * CAP_
+        out_val = val_ptr + row.to(tl.int64) * stride_val
+        if HOLD_:
+            _compact_held(x_h, t_h, m_h, base, lo, hi, k, st, cands, out_idx, out_val, n_prog, m_lo, scale, t1, t2,
+                          above, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_)
+        else:
+            _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
+                     STEP, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0)
+
+
+@triton.jit
+def _compact_held(x, t, m, base, lo, hi, k, st, cands, out_idx, out_val, n_prog, m_lo, scale, t1, t2, above,
+                  KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr,
+                  SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr):
+    """Phase 4 over a chunk held in registers: _topk_kernels._compact's step for one block (scores
+    above (t1, t2) to the output, those in it to the candidates), then the row's last program
+    finishes the row (_topk_kernels._finish) and zeroes its workspace."""
+    d1, d2 = _digits(x, m_lo, scale, BINS_)
+    take = m & ((d1 > t1) | ((d1 == t1) & (d2 > t2)))
+    tie = m & (d1 == t1) & (d2 == t2)
+    packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
+    if SCAN_SLOTS:  # one atomic a program, slots by a prefix sum over the chunk
+        n_take = tl.sum(take.to(tl.int32), 0)
+        if n_take > 0:
+            slot = tl.atomic_add(st + 8, n_take, sem="relaxed") + tl.cumsum(take.to(tl.int32), 0) - 1
+            tl.store(out_idx + slot, t - lo, mask=take)
+            if WRITE_VALUES:
+                tl.store(out_val + slot, x, mask=take)
+        n_tie = tl.sum(tie.to(tl.int32), 0)
+        if n_tie > 0:
+            slot = tl.atomic_add(st + 9, n_tie, sem="relaxed") + tl.cumsum(tie.to(tl.int32), 0) - 1
+            tl.store(cands + slot, packed, mask=tie & (slot < CAP_))
+    else:  # one atomic a selected score
+        slot = tl.atomic_add(st + 8 + tl.zeros_like(t), 1, mask=take, sem="relaxed")
+        tl.store(out_idx + slot, t - lo, mask=take)
+        if WRITE_VALUES:
+            tl.store(out_val + slot, x, mask=take)
+        slot = tl.atomic_add(st + 9 + tl.zeros_like(t), 1, mask=tie, sem="relaxed")
+        tl.store(cands + slot, packed, mask=tie & (slot < CAP_))
+    done = tl.atomic_add(st + 7, 1)
+    if done == n_prog - 1:
+        _finish(base, lo, hi, k, st, cands, out_idx, out_val, m_lo, scale, t1, t2, above,
+                1024, KP, CAP_, WRITE_VALUES, BINS_, RANK_TILE_)
+        _zero_state(st, BINS_)

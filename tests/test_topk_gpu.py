@@ -243,7 +243,7 @@ def test_a_second_call_is_served_by_its_recorded_launches(path):
     # bound: five, three there
     epilogue = 2 * bool(K.paged_selection(*args[:5], 8192).tile_max_block) if path in ("tiles", "bound") else 0
     assert seq.calls == 0 and len(seq.replays) == {"rounds": 4, "fused": 2, "row": 1, "tiles": 12 - epilogue,
-                                                   "bound": 5 - epilogue}[path]
+                                                   "bound": 5 - epilogue, "resident": 1}[path]
     if _direct_launch.triton_version() in _direct_launch.SUPPORTED:
         assert all(r.direct is not None for r in seq.replays)
     out, val = torch.full_like(first, 7), torch.empty_like(first_val)
