@@ -89,7 +89,7 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
            {"WINDOW": 1, "STEP": st, "KP": kp, "CAP_": KN.CAP, "WRITE_VALUES": False, "BINS_": KN.BINS,
             "SCAN_SLOTS": scan, "RANK_TILE_": KN.RANK_TILE, "PDL": True, "PHASE_": 0, "HOLD_": hold}, wr)
           for st, wr, scan, hold in ((2048, 8, False, False), (2048, 8, True, False), (4096, 16, False, False),
-                                     (8192, 16, False, True), (8192, 16, True, True), (4096, 8, False, True))),
+                                     (8192, 16, False, True), (4096, 16, True, True))),
     ]
 
 

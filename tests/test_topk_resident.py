@@ -49,16 +49,18 @@ def _run(x, k, lo, hi, settings, values=True):
 
 @needs_interpreter
 @pytest.mark.parametrize("kind", ["randn", "ties", "small_ints", "outlier", "all_equal"])
-@pytest.mark.parametrize("chunk, launches", [(1024, 4), (8192, 1)])
-def test_exact_phase_by_phase_and_in_one_launch(kind, chunk, launches, kernels_run):
-    """Rows of 3,000-6,000 keys with partial and empty windows, k 512: with chunks of 1,024 keys a row
-    has up to six programs (four launches, a phase each); with chunks of 8,192 one (one launch, the
-    barrier's waits passed by the program's own arrivals)."""
+@pytest.mark.parametrize("chunk, step, launches", [(1024, 1024, 4), (2048, 1024, 4), (8192, 1024, 1),
+                                                   (8192, 8192, 1)])
+def test_exact_phase_by_phase_and_in_one_launch(kind, chunk, step, launches, kernels_run):
+    """Rows of 3,000-6,000 keys with partial and empty windows, k 512: with chunks of 1,024 or 2,048
+    keys a row has several programs (four launches, a phase each); with chunks of 8,192 one (one
+    launch, the barrier's waits passed by the program's own arrivals). A chunk of one step is held in
+    registers through the phases (HOLD_), a longer one read again a step at a time each phase."""
     rows, width, k = 4, 6000, 512
     x = _scores(kind, rows, width)
     lo = torch.tensor([0, 1000, 0, 3000], dtype=torch.int32)
     hi = torch.tensor([6000, 4500, 300, 3000], dtype=torch.int32)  # (a window under k, an empty one)
-    idx, val = _run(x, k, lo, hi, dict(CHUNK=chunk, STEP=1024, NUM_WARPS=4))
+    idx, val = _run(x, k, lo, hi, dict(CHUNK=chunk, STEP=step, NUM_WARPS=4))
     assert kernels_run == ["topk_resident_kernel"] * launches
     assert_same_topk(idx, val, x, k, lo, hi)
 
@@ -68,8 +70,9 @@ def test_exact_phase_by_phase_and_in_one_launch(kind, chunk, launches, kernels_r
 def test_slots_by_atomics_or_a_prefix_sum(scan_slots):
     x = _scores("ties", 2, 5000, seed=3)
     lo, hi = torch.zeros(2, dtype=torch.int32), torch.tensor([5000, 4097], dtype=torch.int32)
-    idx, val = _run(x, 1024, lo, hi, dict(CHUNK=2048, STEP=1024, SCAN_SLOTS=scan_slots))
-    assert_same_topk(idx, val, x, 1024, lo, hi)
+    for chunk in (2048, 1024):  # (read a step at a time; held)
+        idx, val = _run(x, 1024, lo, hi, dict(CHUNK=chunk, STEP=1024, SCAN_SLOTS=scan_slots))
+        assert_same_topk(idx, val, x, 1024, lo, hi)
 
 
 def test_the_model_keeps_every_program_resident():
