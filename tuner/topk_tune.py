@@ -121,10 +121,13 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
-        # its chunk the model's (the fewest steps that keep every program resident); steps of 2,048-4,096
-        # keys at 8-16 warps (cross-compiled: no spill there under Triton 3.6 for sm_90 and sm_120)
-        return [dict(STEP=st, NUM_WARPS=w, BINS=b, SCAN_SLOTS=sc)
-                for st in (2048, 4096) for w in (8, 16) for b in (32, 64) for sc in (False, True)]
+        # its chunk the model's (the fewest steps that keep every program resident); steps of 2,048-8,192
+        # keys at 8-16 warps (a chunk of one step held in registers: 8,192 keys at 16 warps, 103 registers;
+        # cross-compiled, no spill under Triton 3.6 for sm_90 and sm_120; 2,048 at 16 warps spills for
+        # sm_120); as a programmatic dependent launch or not (its programs, one an SM, hold up to half an
+        # SM's registers while they wait)
+        return [dict(STEP=st, NUM_WARPS=w, PDL=p) for st, w in ((2048, 8), (4096, 8), (4096, 16), (8192, 8), (8192, 16))
+                for p in (None, False)]
     raise ValueError(f"path: expected 'rounds', 'row', 'tiles', 'bound' or 'resident', got {path!r}")
 
 
