@@ -7,9 +7,9 @@
 # ~20 and row's ~15); at 64x32K and 64x128K (chunks of 2 and 8 steps of 8,192) bound keeps them unless
 # PDL off turns out to be call 7's loss.
 set -x
-timeout 150 python3 -m pytest -q -x tests/test_topk_gpu.py -k resident > $OUT/gpu_tests.log 2>&1
+timeout 100 python3 -m pytest -q -x tests/test_topk_gpu.py -k resident > $OUT/gpu_tests.log 2>&1
 tail -3 $OUT/gpu_tests.log
-timeout 330 python3 cli.py tune-topk --fresh \
+timeout 400 python3 cli.py tune-topk --fresh \
   --buckets 1x1048576,128x8192,64x32768,64x131072,256x65536:prefill --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
 tail -8 $OUT/tune_topk.log
 python3 - <<'PY'
