@@ -1,6 +1,6 @@
 # Device call 9 (2026-12-05, tenth session): what call 8 was to time, folded into the re-tune (devices
 # scarce: call 8 never ran). The resident path's GPU tests; then tune-topk --fresh over the issue's
-# decode shapes and the prefill block with the bound and resident paths in the space (resident: steps
+# decode shapes (not the prefill block: device time) with the bound and resident paths in the space (resident: steps
 # of 2,048-8,192 keys at 8-16 warps, a chunk of one step held in registers, PDL on and off: its trials,
 # timed as the decode call less the logits alone, are call 8's A/B); then bench.topk with the table.
 # Predicted (before the run): resident, held, wins 1x1M and 128x8K (~10 us of selection against rounds'
@@ -9,8 +9,8 @@
 set -x
 timeout 100 python3 -m pytest -q -x tests/test_topk_gpu.py -k resident > $OUT/gpu_tests.log 2>&1
 tail -3 $OUT/gpu_tests.log
-timeout 400 python3 cli.py tune-topk --fresh \
-  --buckets 1x1048576,128x8192,64x32768,64x131072,256x65536:prefill --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
+timeout 300 python3 cli.py tune-topk --fresh \
+  --buckets 1x1048576,128x8192,64x32768,64x131072 --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
 tail -8 $OUT/tune_topk.log
 python3 - <<'PY'
 import json, os
