@@ -219,12 +219,16 @@ def _launch_resident(launch, s, logits, k, window, indices, values, ws, cands, l
     pdl = _pdl(logits.device, s["PDL"])
     val = indices if values is None else values
     phases = (1, 2, 3, 4) if interpreting() and grid[1] > 1 else (0,)
+    # a cooperative launch: the driver starts the grid only with every program resident at once (else
+    # CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), so another stream's grid holding SMs cannot leave a
+    # row's programs waiting at the barrier for programs that never start
+    options = {**_launch_options(pdl, s["NUM_WARPS"]), **({} if interpreting() else {"launch_cooperative_grid": True})}
     for phase in phases:
         launch(resident_kernels().topk_resident_kernel, grid, *_window_args(logits, indices, lo, hi, lens, next_n), k,
                ws, cands, indices, indices.stride(0), val, val.stride(0), chunk, WINDOW=window, STEP=s["STEP"],
                KP=1 << (k - 1).bit_length(), CAP_=s["CAP"], WRITE_VALUES=values is not None, BINS_=s["BINS"],
                SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"], PDL=pdl, PHASE_=phase, HOLD_=chunk <= s["STEP"],
-               **_launch_options(pdl, s["NUM_WARPS"]))
+               **options)
 
 
 _PATH_CODE = {"rounds": _launch_rounds, "fused": _launch_fused, "row": _launch_row, "tiles": _launch_tiles,

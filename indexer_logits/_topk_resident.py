@@ -15,9 +15,11 @@ programs only, and the chunk a program reads again is its own, in its SM's L1 wh
 
 The barrier waits for every program of the row, so every program of the grid must be resident at
 once: the grid is at most the SM count of programs (rows x chunks; _topk_table.resident_shape), one
-program an SM, and a program fits an SM alone whatever its registers. A shape that does not fit is
-not served by this path (the tuner's space and the table's entries ask resident_shape; select_rows
-refuses it). Under the interpreter, whose programs run one after another, a row of more than one
+program an SM, and a program fits an SM alone whatever its registers; and it is a cooperative launch,
+which the driver starts only with all of it resident (another stream's grid holding SMs cannot leave
+a row waiting for programs that never start). A shape that does not fit is not served by this path
+(the tuner's space and the table's entries ask resident_shape; select_rows serves it by the four
+kernels). Under the interpreter, whose programs run one after another, a row of more than one
 program runs the four phases as four launches (PHASE_ 1-4), the barrier's place taken by the
 launch boundary; a row of one program runs as on the GPU.
 
