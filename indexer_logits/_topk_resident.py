@@ -45,6 +45,10 @@ CHUNK = 0
 STEP = 2048
 NUM_WARPS = 8
 SCAN_SLOTS = False
+# Not a programmatic dependent launch by default: its programs (up to half an SM's registers each) would
+# sit on the SMs while the logits kernel runs (call 7's second suspect), and whether the driver takes a
+# cooperative launch as one is not yet measured (a tuner axis: PDL None, on where CUDA has it)
+PDL = False
 BARRIER = tl.constexpr(6)  # the row's state word its programs arrive at, once a phase (zeroed with the state)
 
 

@@ -178,7 +178,7 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
     elif path == "resident":
         kn, rk = kernels(), resident_kernels()
         s = dict(CHUNK=rk.CHUNK, STEP=rk.STEP, NUM_WARPS=rk.NUM_WARPS, BINS=kn.BINS, CAP=kn.CAP,
-                 RANK_TILE=kn.RANK_TILE, SCAN_SLOTS=rk.SCAN_SLOTS, PDL=PDL)
+                 RANK_TILE=kn.RANK_TILE, SCAN_SLOTS=rk.SCAN_SLOTS, PDL=rk.PDL)
     elif path == "fused":
         kn, fk = kernels(), fused_kernels()
         s = dict(BINS=kn.BINS, CAP=fk.CAP, SAMPLE=fk.SAMPLE, CB=fk.CB, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
