@@ -3,6 +3,7 @@
 # decode shapes (not the prefill block: device time) with the bound and resident paths in the space (resident: steps
 # of 2,048-8,192 keys at 8-16 warps, a chunk of one step held in registers, PDL on and off: its trials,
 # timed as the decode call less the logits alone, are call 8's A/B); then bench.topk with the table.
+# Since call 7 also: a cooperative launch (all programs resident, or a launch error), PDL off by default.
 # Predicted (before the run): resident, held, wins 1x1M and 128x8K (~10 us of selection against rounds'
 # ~20 and row's ~15); at 64x32K and 64x128K (chunks of 2 and 8 steps of 8,192) bound keeps them unless
 # PDL off turns out to be call 7's loss.
