@@ -8,9 +8,9 @@
 # ~20 and row's ~15); at 64x32K and 64x128K (chunks of 2 and 8 steps of 8,192) bound keeps them unless
 # PDL off turns out to be call 7's loss.
 set -x
-timeout 100 python3 -m pytest -q -x tests/test_topk_gpu.py -k resident > $OUT/gpu_tests.log 2>&1
+timeout 60 python3 -m pytest -q -x tests/test_topk_gpu.py -k resident > $OUT/gpu_tests.log 2>&1
 tail -3 $OUT/gpu_tests.log
-timeout 260 python3 cli.py tune-topk --fresh \
+timeout 220 python3 cli.py tune-topk --fresh \
   --buckets 1x1048576,128x8192,64x32768,64x131072 --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
 tail -8 $OUT/tune_topk.log
 python3 - <<'PY'
@@ -21,5 +21,5 @@ for r in rows:
         print(f'{r["rows"]}x{r["width"]} {r["path"]} {r["settings"]} {r.get("us", r.get("error", "inexact"))}')
 PY
 find indexer_logits/tables -name topk.json -newer docs/perf_logs/topk_bound_h200/call9.sh -exec cp {} $OUT/topk_table.json \;
-timeout 80 python3 -m bench.topk --paths auto --skip-prefill --out $OUT/bench > $OUT/bench_topk.log 2>&1
+timeout 70 python3 -m bench.topk --paths auto --skip-prefill --out $OUT/bench > $OUT/bench_topk.log 2>&1
 tail -6 $OUT/bench_topk.log
