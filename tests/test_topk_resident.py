@@ -116,3 +116,26 @@ def test_the_tuner_tries_it_where_it_fits():
     for settings in topk_tune.space("resident", 1, 1 << 20, 132):
         S.path_settings("resident", settings)  # every setting is one of the path's
         assert all(v in T.ALLOWED["resident"][n] for n, v in settings.items())
+
+
+def test_the_gpu_launch_is_one_cooperative_grid(monkeypatch):
+    """On a GPU the path is one launch of rows x programs, cooperative (the driver starts it only with
+    every program resident, or refuses it), its chunk held in registers where it is one step."""
+    from indexer_logits import _topk_paths as P
+
+    class Cuda:  # a CUDA tensor's shape, strides and device, without a GPU
+        def __init__(self, *shape):
+            self.shape, self.device = shape, torch.device("cuda", 0)
+
+        def stride(self, dim):
+            return self.shape[1] if dim == 0 else 1
+    monkeypatch.setattr(P, "interpreting", lambda: False)
+    monkeypatch.setattr(_api, "_device_sms", lambda index=None: 132)
+    for step, held in ((2048, False), (8192, True)):
+        seen = []
+        s = S.path_settings("resident", dict(STEP=step, NUM_WARPS=16))
+        P._launch_resident(lambda fn, grid, *a, **kw: seen.append((fn.fn.__name__, grid, kw)), s, Cuda(1, 1 << 20),
+                           2048, S.WINDOW_LIMIT, Cuda(1, 2048), None, None, None, None, None, Cuda(1), 1)
+        ((name, grid, kw),) = seen
+        assert name == "topk_resident_kernel" and grid == (1, 128) and kw["PHASE_"] == 0 and kw["HOLD_"] is held
+        assert kw["launch_cooperative_grid"] is True and kw["num_warps"] == 16 and "launch_pdl" not in kw
