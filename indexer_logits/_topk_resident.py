@@ -23,6 +23,13 @@ kernels). Under the interpreter, whose programs run one after another, a row of 
 program runs the four phases as four launches (PHASE_ 1-4), the barrier's place taken by the
 launch boundary; a row of one program runs as on the GPU.
 
+Measured (an H100, the H200 not lent; docs/PERF.md "Top-k: one launch for a few rows"): exact, and
+slower than the serving choice at every shape timed, the selection alone: 1 x 1M 28.4 us against the
+four kernels' 23.8, 128 x 8K 23.9 against the row path's 15.1, 64 x 32K 38.0 against the bound path's
+26.0. One program an SM leaves most of an SM idle where the four kernels run eight: the chain of
+launches was not the whole cost. It stays a tuner axis (tuner.topk_tune.space: three settings where
+it fits), chosen only where it times faster.
+
 Exact as the four kernels are (their mapping, digits, thresholds, candidates and overflow path, the
 row's last program finishing the row and zeroing its workspace); ties at the k-th score go to the
 smallest indices.
@@ -40,14 +47,17 @@ from ._topk_kernels import _compact, _count_d1, _finish, _thresholds
 
 # Launch settings (the tuner's axes, _topk_table.ALLOWED["resident"]): keys a program reads (0: the
 # fewest steps that keep rows x programs within the SM count: _topk_table.resident_shape), keys a step,
-# warps, and the output slots by per-score atomics (False) or a prefix sum a step (True)
+# warps, and the output slots by per-score atomics (False) or a prefix sum a step (True). The best of
+# what was timed (an H100, docs/PERF.md "Top-k: one launch for a few rows"): 8,192 keys a step at 16
+# warps (a 1 x 1M chunk held), no PDL; 8 warps lost 7-15 us at 128 x 8K and 64 x 32K (0.6 us
+# ahead at 1 x 1M).
 CHUNK = 0
-STEP = 2048
-NUM_WARPS = 8
+STEP = 8192
+NUM_WARPS = 16
 SCAN_SLOTS = False
 # Not a programmatic dependent launch by default: its programs (up to half an SM's registers each) would
-# sit on the SMs while the logits kernel runs (call 7's second suspect), and whether the driver takes a
-# cooperative launch as one is not yet measured (a tuner axis: PDL None, on where CUDA has it)
+# sit on the SMs while the logits kernel runs; timed at 1 x 1M, PDL on cost 0.2-0.6 us (PDL None: on
+# where CUDA has it, also a cooperative launch, is the tuner's other value)
 PDL = False
 BARRIER = tl.constexpr(6)  # the row's state word its programs arrive at, once a phase (zeroed with the state)
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from indexer_logits import _topk_bound as B, _topk_select as S, _topk_tiles as TT
+from indexer_logits._topk_launch import chunk_size
 
 from test_topk import _select, assert_same_topk, needs_interpreter
 from test_topk_epilogue import _range_words
@@ -142,7 +143,7 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, monkeypatch):
     seg, counts = kept[-1][2], kept[-1][3]
     assert counts.sum(1).tolist() == counted
     if cap is None:  # every segment held its keys: they are the admitted ones, in key order
-        chunk = S.chunk_size(rows, width, S.BLOCK, 1)
+        chunk = chunk_size(rows, width, S.BLOCK, 1)
         for r in range(rows):
             for c in range(counts.shape[1]):
                 got = seg[r, c, :int(counts[r, c])]

@@ -109,6 +109,12 @@ def test_a_table_entry_serves_only_shapes_it_fits():
     assert T.entry_for(table, 96, 16384, 132, 32768, "decode")["path"] == "resident"
 
 
+def test_the_table_knows_the_module_step():
+    """_topk_table (no triton import) keeps the path's default step for entries that leave it out."""
+    from indexer_logits import _topk_resident as R
+    assert T.RESIDENT_STEP == R.STEP == S.path_settings("resident")["STEP"]
+
+
 def test_the_tuner_tries_it_where_it_fits():
     assert topk_tune.space("resident", 1, 1 << 20, 132)
     assert topk_tune.space("resident", 64, 32768, 132)
