@@ -82,14 +82,12 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),
-        # the resident path: one kernel, its chunk read a step a phase (steps of 2,048-4,096 keys) or held in
-        # registers through the phases (a chunk of one step: 8,192 keys, 16 a thread at 16 warps)
-        *((f"resident: steps of {st}{' held' if hold else ''}{' (SCAN_SLOTS)' if scan else ''}",
-           RS.topk_resident_kernel,
+        # the resident path: one kernel at each of the tuner's settings (tuner.topk_tune.space), its chunk
+        # read a step a phase or held in registers (a chunk of one step)
+        *((f"resident: {st} a step, {wr} warps{', held' if hold else ''}", RS.topk_resident_kernel,
            {"WINDOW": 1, "STEP": st, "KP": kp, "CAP_": KN.CAP, "WRITE_VALUES": False, "BINS_": KN.BINS,
-            "SCAN_SLOTS": scan, "RANK_TILE_": KN.RANK_TILE, "PDL": True, "PHASE_": 0, "HOLD_": hold}, wr)
-          for st, wr, scan, hold in ((2048, 8, False, False), (2048, 8, True, False), (4096, 16, False, False),
-                                     (8192, 16, False, True), (4096, 16, True, True))),
+            "SCAN_SLOTS": RS.SCAN_SLOTS, "RANK_TILE_": KN.RANK_TILE, "PDL": False, "PHASE_": 0, "HOLD_": hold}, wr)
+          for st, wr in ((8192, 16), (8192, 8), (4096, 8)) for hold in (False, True)),
     ]
 
 

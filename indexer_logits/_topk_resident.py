@@ -162,7 +162,9 @@ def _compact_held(x, t, m, base, lo, hi, k, st, cands, out_idx, out_val, n_prog,
                   SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr):
     """Phase 4 over a chunk held in registers: _topk_kernels._compact's step for one block (scores
     above (t1, t2) to the output, those in it to the candidates), then the row's last program
-    finishes the row (_topk_kernels._finish) and zeroes its workspace."""
+    finishes the row (_topk_kernels._finish) and zeroes its workspace. The slot claims repeat
+    _compact's loop body rather than share a helper with it: moved into one, the four kernels'
+    compaction compiled to other PTX (bench.topk_xcompile), which the tuned tables were not timed with."""
     d1, d2 = _digits(x, m_lo, scale, BINS_)
     take = m & ((d1 > t1) | ((d1 == t1) & (d2 > t2)))
     tie = m & (d1 == t1) & (d2 == t2)

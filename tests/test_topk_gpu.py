@@ -162,23 +162,31 @@ def test_prefill_topk_memory_2048x1m():
     assert checked >= 4 * 64 and bad == 0
 
 
+def _scores_of_kind(kind, rows, width, seed):
+    """(scores, the generator after them) that send a selection down each branch: candidates in the
+    buffer (randn), ties at the k-th score and the overflow path (small_ints), a range stretched by
+    one score (outlier), a top the fused path's sampled range never saw (unsampled_top), one value."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(rows, width, device="cuda", generator=g)
+    if kind == "small_ints":
+        x = torch.randint(0, 50, (rows, width), device="cuda", generator=g).float()
+    elif kind == "outlier":
+        x[:, 12345 % width] = 1e30
+    elif kind == "unsampled_top":
+        t = torch.arange(width, device="cuda")
+        x[:, (t % (width // (F.SAMPLE // 32)) >= 32) & (t % (width // (F.SAMPLE // 32)) < 72)] += 100.0
+    elif kind == "all_equal":
+        x = torch.zeros(rows, width, device="cuda")
+    return x, g
+
+
 @pytest.mark.parametrize("kind", ["randn", "small_ints", "outlier", "unsampled_top", "all_equal"])
 def test_selection_compiled_kinds(kind, path):
     """The compiled selection (atomics across programs, the last program's reads) on rows that send
     it down each branch: candidates in the buffer, ties at the k-th score, the overflow path, a
     top the sampled range never saw; 16 rows of 64K keys, k 2048, every path."""
     rows, width, k = 16, 65536, 2048
-    g = torch.Generator(device="cuda").manual_seed(7)
-    x = torch.randn(rows, width, device="cuda", generator=g)
-    if kind == "small_ints":
-        x = torch.randint(0, 50, (rows, width), device="cuda", generator=g).float()
-    elif kind == "outlier":
-        x[:, 12345] = 1e30
-    elif kind == "unsampled_top":
-        t = torch.arange(width, device="cuda")
-        x[:, (t % (width // (F.SAMPLE // 32)) >= 32) & (t % (width // (F.SAMPLE // 32)) < 72)] += 100.0
-    elif kind == "all_equal":
-        x = torch.zeros(rows, width, device="cuda")
+    x, g = _scores_of_kind(kind, rows, width, seed=7)
     lo = torch.zeros(rows, dtype=torch.int32, device="cuda")
     hi = torch.randint(1, width + 1, (rows,), dtype=torch.int32, device="cuda", generator=g)
     hi[0] = width
@@ -306,14 +314,7 @@ def test_resident_exact_eager_and_in_a_graph(rows, width, kind):
     """The one-launch selection's barrier across a row's programs (1 x 1M: 128 programs a row; 64 x
     32K: 2; 128 x 8K: 1): exact eagerly and in a replayed CUDA graph (new lengths written between
     replays), the workspace left zero, and the path that served asserted."""
-    g = torch.Generator(device="cuda").manual_seed(11)
-    x = torch.randn(rows, width, device="cuda", generator=g)
-    if kind == "small_ints":
-        x = torch.randint(0, 50, (rows, width), device="cuda", generator=g).float()
-    elif kind == "outlier":
-        x[:, 4321] = 1e30
-    elif kind == "all_equal":
-        x.zero_()
+    x, g = _scores_of_kind(kind, rows, width, seed=11)
     lens = torch.full((rows,), width, dtype=torch.int32, device="cuda")
     lo = torch.zeros_like(lens)
     idx = torch.empty(rows, 2048, dtype=torch.int32, device="cuda")

@@ -26,7 +26,7 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
   segments or its chunk; untimed when added;
 - the resident path (the four kernels' phases in one launch, a row's programs meeting at barriers) only
   where every program fits the SMs at once (rows x programs a row <= SMs: _topk_table.resident_shape),
-  its chunk the model's, its three best settings on an H100 (where it lost at every shape timed).
+  its chunk the model's, three settings (it lost at every shape timed on an H100).
 
 The gate: the indices equal a stable descending sort's (ties to the smallest index) on the
 bucket's logits and on the same logits rounded to bfloat16 (ties at the k-th score, long runs of
@@ -122,11 +122,12 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
         # its chunk the model's (the fewest steps that keep every program resident), a chunk of one step
-        # held in registers; 8,192 keys a step at 16 or 8 warps, or 4,096 at 16; no PDL. Timed on an H100
+        # held in registers; 8,192 keys a step at 16 or 8 warps, or 4,096 at 8 (4,096 at 16 warps spills
+        # for sm_120 under Triton 3.8 and 3.9: bench.topk_xcompile); no PDL. Timed on an H100
         # (ten settings at 1 x 1M: 28.4-31.0 us, PDL on 0.2-0.6 us slower, steps of 2,048 the slowest; 8
         # warps 7-15 us slower at 128 x 8K and 64 x 32K): it lost to the serving choice everywhere, so it
-        # stays in the space at its three best settings only (docs/PERF.md, "Top-k: one launch for a few rows")
-        return [dict(STEP=st, NUM_WARPS=w, PDL=False) for st, w in ((8192, 16), (8192, 8), (4096, 16))]
+        # stays in the space at three settings only (docs/PERF.md, "Top-k: one launch for a few rows")
+        return [dict(STEP=st, NUM_WARPS=w, PDL=False) for st, w in ((8192, 16), (8192, 8), (4096, 8))]
     raise ValueError(f"path: expected 'rounds', 'row', 'tiles', 'bound' or 'resident', got {path!r}")
 
 
