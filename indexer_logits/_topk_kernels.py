@@ -43,16 +43,12 @@ CAP = 1024       # candidates (scores in the final bin) kept per row; ranking co
 # one at a time; 64 put the compaction kernel at 219 registers (48 at 32 and at 0) and lost 10-25%.
 RANK_TILE = 32
 # Per-row workspace, int32, zero before the first kernel and left zero by the last: 16 words of
-# state (7 the compaction programs done; 8, 9 the output and candidate slots claimed; 10 the
+# state (6 the resident path's barrier, _topk_resident; 7 the compaction programs done; 8, 9 the
+# output and candidate slots claimed; 10 the
 # largest key, 11 the complement of the smallest finite key, both as unsigned keys so that zero
 # is the identity of the atomic max; 12, 13 the bound path's key mapping, _topk_bound), then round 1's
 # and round 2's histograms.
 STATE = 16
-
-# Window modes: how a row's valid keys [lo, hi) are found.
-WINDOW_RAGGED = 0    # lo = ks[row], hi = ke[row] (prefill over ragged K)
-WINDOW_CAUSAL = 1    # lo = 0, hi = lens[row // next_n] - next_n + row % next_n + 1 (1-D decode lengths)
-WINDOW_LIMIT = 2     # lo = 0, hi = lens[row] (2-D decode lengths; chunked prefill's row limit)
 
 
 @triton.jit

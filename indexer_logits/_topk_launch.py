@@ -12,8 +12,10 @@ import torch
 
 from ._api import get_num_sms
 
-# Window modes: how a row's valid keys [lo, hi) are found (_topk_digits._window)
-WINDOW_RAGGED, WINDOW_CAUSAL, WINDOW_LIMIT = 0, 1, 2
+# Window modes: how a row's valid keys [lo, hi) are found (_topk_digits._window, the WINDOW constexpr)
+WINDOW_RAGGED = 0    # lo = ks[row], hi = ke[row] (prefill over ragged K)
+WINDOW_CAUSAL = 1    # lo = 0, hi = lens[row // next_n] - next_n + row % next_n + 1 (1-D decode lengths)
+WINDOW_LIMIT = 2     # lo = 0, hi = lens[row] (2-D decode lengths; chunked prefill's row limit)
 _MODULES: dict = {}
 
 

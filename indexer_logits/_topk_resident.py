@@ -2,9 +2,10 @@
 at once, and the four kernels' phases (range, two histogram rounds, compaction:
 indexer_logits._topk_kernels, whose steps this kernel calls) run one after the other over the
 program's chunk in that one kernel, the row's programs meeting at a barrier in the row's workspace
-between them. A phase reads the chunk again, STEP keys a step: from L1 or L2, where the phase before
-left it (a chunk held in registers through the phases took 255 registers a thread at 32 keys a
-thread and spilled at more: cross-compiled, bench.topk_xcompile).
+between them. A chunk of one step (HOLD_) is read once and held in registers through the phases
+(8,192 keys at 16 warps: ~100 registers a thread, no spill; 32 keys a thread took 255 and more
+spilled: bench.topk_xcompile); a longer chunk is read again each phase, STEP keys a step, from L1
+or L2 where the phase before left it.
 
 Why (docs/PERF.md, "Top-k: one launch for a few rows"): where few rows fill the GPU (decode
 1 x 1M, 64 x 32K, 128 x 8K), the four kernels' selection is a chain: each kernel a grid of programs
@@ -24,9 +25,9 @@ program runs the four phases as four launches (PHASE_ 1-4), the barrier's place 
 launch boundary; a row of one program runs as on the GPU.
 
 Measured (an H100, the H200 not lent; docs/PERF.md "Top-k: one launch for a few rows"): exact, and
-slower than the serving choice at every shape timed, the selection alone: 1 x 1M 28.4 us against the
-four kernels' 23.8, 128 x 8K 23.9 against the row path's 15.1, 64 x 32K 38.0 against the bound path's
-26.0. One program an SM leaves most of an SM idle where the four kernels run eight: the chain of
+slower than the serving choice at every shape timed: 1 x 1M 28.4 us against the four kernels' 23.8
+(the decode call less the logits, tune-topk's trials), and the selection alone 128 x 8K 23.9 against
+the row path's 15.1, 64 x 32K 38.0 against the bound path's 26.0. One program an SM leaves most of an SM idle where the four kernels run eight: the chain of
 launches was not the whole cost. It stays a tuner axis (tuner.topk_tune.space: three settings where
 it fits), chosen only where it times faster.
 
@@ -44,6 +45,7 @@ from triton.language.extra import cuda as tl_cuda
 from ._topk_digits import (_digits, _key, _key_range, _publish_range, _range, _range_keys, _threshold, _window,
                            _zero_state)
 from ._topk_kernels import _compact, _count_d1, _finish, _thresholds
+from ._topk_table import RESIDENT_STEP
 
 # Launch settings (the tuner's axes, _topk_table.ALLOWED["resident"]): keys a program reads (0: the
 # fewest steps that keep rows x programs within the SM count: _topk_table.resident_shape), keys a step,
@@ -52,12 +54,12 @@ from ._topk_kernels import _compact, _count_d1, _finish, _thresholds
 # warps (a 1 x 1M chunk held), no PDL; 8 warps lost 7-15 us at 128 x 8K and 64 x 32K (0.6 us
 # ahead at 1 x 1M).
 CHUNK = 0
-STEP = 8192
+STEP = RESIDENT_STEP  # (_topk_table keeps it, for the entries that leave STEP out, without importing triton)
 NUM_WARPS = 16
 SCAN_SLOTS = False
-# Not a programmatic dependent launch by default: its programs (up to half an SM's registers each) would
-# sit on the SMs while the logits kernel runs; timed at 1 x 1M, PDL on cost 0.2-0.6 us (PDL None: on
-# where CUDA has it, also a cooperative launch, is the tuner's other value)
+# Not a programmatic dependent launch: its programs (up to half an SM's registers each) would sit on
+# the SMs while the logits kernel runs; timed at 1 x 1M, PDL on (None: where CUDA has it; it launched
+# cooperative and exact) cost 0.2-0.6 us, so the tuner tries it off only
 PDL = False
 BARRIER = tl.constexpr(6)  # the row's state word its programs arrive at, once a phase (zeroed with the state)
 

@@ -50,7 +50,7 @@ ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KE
 
 # the resident path (one launch, a row's programs meeting at barriers): keys a program (0: resident_shape's
 # model), keys a step, warps, the four kernels' bins, candidates, their ranking, slots and PDL
-RESIDENT_STEP = 8192  # the resident path's STEP where an entry's settings leave it out (= _topk_resident.STEP)
+RESIDENT_STEP = 8192  # the resident path's default STEP (_topk_resident.STEP), also where an entry leaves it out
 ALLOWED["resident"] = {"CHUNK": (0, 4096, 8192, 16384, 32768, 65536), "STEP": (1024, 2048, 4096, 8192),
                        "NUM_WARPS": (4, 8, 16),
                        **{n: ALLOWED["rounds"][n] for n in ("BINS", "CAP", "RANK_TILE", "SCAN_SLOTS", "PDL")}}
