@@ -36,7 +36,9 @@ def _needs_cuda() -> None:
 @click.option("--trials", type=click.Path(path_type=Path), default=None,
               help="JSON-lines file every trial is appended to (default: db/topk_trials_<gpu>.jsonl).")
 @click.option("--fresh", is_flag=True, help="Retune the listed buckets the table already holds (its other entries stay).")
-def tune_topk(buckets, k, out, trials, fresh) -> None:
+@click.option("--paths", default=",".join(topk_tune.PATHS), show_default=True,
+              help="The selection paths searched (comma-separated): fewer make a shorter tune.")
+def tune_topk(buckets, k, out, trials, fresh, paths) -> None:
     """Tune the top-k selection (path and launch settings) per bucket on this GPU: every setting of
     each path that suits the bucket, gated exact, timed in CUDA graphs; the best per bucket goes to
     <out>/<gpu_slug>/topk.json, served by the runtime's "auto" path."""
@@ -45,10 +47,15 @@ def tune_topk(buckets, k, out, trials, fresh) -> None:
         bucket_list = topk_tune.parse_buckets(buckets)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--buckets") from None
+    try:
+        paths = topk_tune.parse_paths(paths)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--paths") from None
     table = _table_path(out)
     trials = trials or DB_DIR / f"topk_trials_{table.parent.name}.jsonl"
-    click.echo(f"tuning the top-k selection, k {k}, {len(bucket_list)} buckets -> {table} (trials: {trials})")
-    entries = topk_tune.run(bucket_list, k, table, trials, fresh=fresh, log=click.echo)
+    click.echo(f"tuning the top-k selection, k {k}, {len(bucket_list)} buckets, paths {','.join(paths)} -> {table} "
+               f"(trials: {trials})")
+    entries = topk_tune.run(bucket_list, k, table, trials, fresh=fresh, log=click.echo, paths=paths)
     click.echo(f"{'bucket':>14}  {'kind':8}{'path':6}  {'us':>8}  {'built-in us':>11}  settings")
     for e in entries:
         click.echo(f"{e['rows']:>5}x{e['width']:<8}  {e.get('kind', '-'):8}{e['path']:6}  {e['us']:8.1f}  "

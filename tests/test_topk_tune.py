@@ -195,6 +195,12 @@ def test_a_decode_bucket_is_timed_as_the_decode_top_k_serves_it(tmp_path, monkey
     assert T.entry_for(both, 2, 4096, 4, S.ROW_MAX_WIDTH, "prefill") is prefill
     old = {"entries": [{k: v for k, v in entry.items() if k != "kind"}]}  # a table from before kinds: both
     assert T.entry_for(old, 2, 4096, 4, S.ROW_MAX_WIDTH, "prefill") is old["entries"][0]
+    # --paths narrows the search: the bound path untried, the fastest round setting is the entry
+    narrow = tmp_path / "narrow.jsonl"
+    (entry,) = topk_tune.run([(2, 4096, "decode")], 128, table, narrow, fresh=True, device="cpu", timer=timer,
+                             log=lambda _: None, paths="rounds")
+    assert (entry["path"], entry["settings"], entry["us"]) == ("rounds", dict(BINS=64), 8.0)
+    assert [t["path"] for t in map(json.loads, narrow.read_text().splitlines())] == ["rounds", "rounds"]
 
 
 def test_buckets_parse_or_name_the_option():
@@ -206,6 +212,14 @@ def test_buckets_parse_or_name_the_option():
             topk_tune.parse_buckets(bad)
 
 
+def test_paths_parse_in_the_spaces_order_or_name_the_option():
+    assert topk_tune.parse_paths("resident, bound") == ("bound", "resident")
+    assert topk_tune.parse_paths(["rounds"]) == ("rounds",)
+    for bad in ("", "bound,sort", " , "):
+        with pytest.raises(ValueError, match="--paths"):
+            topk_tune.parse_paths(bad)
+
+
 def test_the_space_holds_what_the_h200_taught():
     rounds = topk_tune.space("rounds", 64, 32768, 132)
     assert rounds and all(s["RANK_TILE"] <= 32 and s["BINS"] <= 64 for s in rounds)
@@ -214,9 +228,12 @@ def test_the_space_holds_what_the_h200_taught():
     assert all(s["BLOCK"] <= 4096 for s in topk_tune.space("row", 128, 8192, 132))
     assert not topk_tune.space("row", 64, 131072, 132)
     tiles = topk_tune.space("tiles", 16, 1 << 20, 132)
-    assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16, 32} and not topk_tune.space("tiles", 64, 32768, 132)
+    assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16} and not topk_tune.space("tiles", 64, 32768, 132)
     assert topk_tune.space("tiles", 256, 65536, 132)  # a prefill block of 64K-key rows: tiles is tried there
-    assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True, False}
+    assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True}
+    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 148 settings
+    assert sum(len(topk_tune.space(p, r, w, 132)) for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 148
+    assert all(s["SEGMENTS"] and s["BLOCK"] == 512 for s in topk_tune.space("bound", 1, 1 << 20, 132))
     bound = topk_tune.space("bound", 64, 32768, 132)
     assert bound and {s["TILE"] for s in bound} == {0, 4, 16} and all(s["BINS"] <= 64 for s in bound)
     assert not topk_tune.space("bound", 128, 8192, 132)  # fewer than 2k tiles of 4 a row
@@ -252,7 +269,7 @@ def test_fresh_retunes_the_listed_buckets_and_keeps_the_others(tmp_path, monkeyp
     another k keeps none, and the log says so)."""
     tuned = []
 
-    def fake_tune(rows, width, k, device, sms, timer, on_trial, kind):
+    def fake_tune(rows, width, k, device, sms, timer, on_trial, paths, kind):
         tuned.append((rows, width))
         return {"rows": rows, "width": width, "path": "rounds", "settings": {}, "us": 1.0,
                 "default_path": "rounds", "default_us": 1.0}

@@ -15,15 +15,15 @@ What the H200 taught is in the space as constraints, not as winners (docs/PERF.m
   32 or 64 bins, two rounds;
 - the tiles path (two selections, over tile maxima and over the picked tiles' keys) only on rows of
   TILES_TRIED_FROM (64K) keys or more, where the pruning can pay for its phases (rows of 64K and 128K:
-  level; one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles 8-32, where the model's
-  sqrt(width / k) lies; its first selection stopping at the bin that fits the pick (FIT) or
+  level; one row of 1M: 1.7x slower, 16 of 1M: 2x faster); its tiles the model's or 8-16 (the model's
+  sqrt(width / k): 6-23 at 64K-1M keys); its first selection stopping at the bin that fits the pick (FIT) or
   finding the exact k-th tile maximum: which pays depends on how the maxima spread; its own
-  kernels launched with PDL or without, and its pick gathering the tiles it picks and its last
-  compaction writing keys, or a gather and a remap kernel (both untimed when added);
+  kernels launched with PDL;
 - the bound path (round 1 over the tile maxima names a score k keys reach; one histogram of the
   keys above it and the compaction) from BOUND_TRIED_FROM (16K) keys a row: its tile the model's
   (at least 2k tiles a row) or an octave either side; its compaction reading the admitted keys'
-  segments or its chunk; untimed when added;
+  segments;
+- an axis value the H100's exhaustive tunes never saw beat the others is not tried (below);
 - the resident path (the four kernels' phases in one launch, a row's programs meeting at barriers) only
   where every program fits the SMs at once (rows x programs a row <= SMs: _topk_table.resident_shape),
   its chunk the model's, three settings (it lost at every shape timed on an H100).
@@ -62,6 +62,7 @@ from .timing import time_cuda_graph
 DEFAULT_BUCKETS = ((1, 1 << 20, "decode"), (64, 32768, "decode"), (64, 131072, "decode"), (128, 8192, "decode"),
                    (256, 8192, "decode"), (256, 65536, "prefill"))
 DEFAULT_K = 2048
+PATHS = ("rounds", "row", "tiles", "bound", "resident")  # every selection path the space holds
 MARGIN = 0.02  # a tuned setting is kept only this much faster than the built-in choice (else the built-in)
 ROUNDS = 3     # alternated timings of the best and the built-in choice, the fastest of each kept
 # the tiles path is tried from rows of this many keys: a quarter of "auto"'s threshold
@@ -71,6 +72,11 @@ TILES_TRIED_FROM = 1 << 16
 # the bound path is tried from rows of this many keys: with fewer than 2k tiles of 4 a row its bound
 # admits a large share of the row (untimed; docs/PERF.md "Top-k: bounded by the tile maxima")
 BOUND_TRIED_FROM = 1 << 14
+# The space's narrowings below are what the H100's exhaustive tunes taught (docs/perf_logs/topk_bound_h200,
+# calls 4 and 9: 634 trials over 1x1M, 64x32K, 64x128K and a 256x64K prefill block): an axis value
+# whose best setting never beat the kept value's at any bucket (level at best, mostly 3-16% slower)
+# left the space, so a tune tries 148 settings over the default buckets, not 556. Each is named where
+# it is dropped ("the H100's tunes"); a GPU unlike Hopper may want them back (git history holds the space).
 # The row path's step: 4,096 keys (indexer_logits._topk_row.BLOCK). Cross-compiled, 8,192 spills
 # under Triton 3.8 and 3.9 (at 8 and 16 warps) and 2,048 at 16 warps (ptxas held it to 64 registers a
 # thread) under 3.6 and 3.8; 4,096 under none.
@@ -97,8 +103,9 @@ def mismatched_rows(ours, logits, lo, hi, k) -> int:
 def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
     """The settings tried for `path` at this shape (module docstring): [] where the path does not suit it."""
     if path == "rounds":
-        return [dict(BINS=b, BLOCK=bl, PROGRAMS_PER_SM=p, RANK_TILE=rt)
-                for b in (32, 64) for bl in (512, 1024) for p in (4, 8, 16) for rt in (0, 32)]
+        # blocks of 512 keys and rank tiles of 32 (1024: up to 11% slower, rank tile 0: up to 6%, never
+        # faster: the H100's tunes); 4 programs an SM only pays on a row or two, so all three stay
+        return [dict(BINS=b, BLOCK=512, PROGRAMS_PER_SM=p, RANK_TILE=32) for b in (32, 64) for p in (4, 8, 16)]
     if path == "row":
         if rows > sms or width > S.ROW_MAX_WIDTH:
             return []
@@ -109,15 +116,18 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
             return []
         # (not MERGE: it lost wherever timed, 64 x 128K +6.6 us and a 102 x 1M prefill block +164 us on the
         # H200: indexer_logits._topk_tiles.MERGE)
-        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, FIT=f, OWN_PDL=d)
-                for t in (0, 8, 16, 32) for b in (32, 64) for p in (8, 16) for f in (True, False) for d in (False, True)]
+        # 32 bins and its own kernels under PDL (64 bins: up to 7% slower, no PDL: up to 6%, never faster);
+        # tiles of 32 keys lost up to 1.55x (the H100's tunes)
+        return [dict(TILE=t, BINS=32, PROGRAMS_PER_SM=p, FIT=f, OWN_PDL=True)
+                for t in (0, 8, 16) for p in (8, 16) for f in (True, False)]
     if path == "bound":
         if width < BOUND_TRIED_FROM:
             return []
         # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 64 bins
-        # at most (the keys' one round: 63 bins above the bound)
-        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=bl, SEGMENTS=g)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16) for bl in (512, 1024) for g in (False, True)]
+        # at most (the keys' one round: 63 bins above the bound); its compaction reading the admitted
+        # keys' segments (its chunk: 7-15% slower at every bucket) in blocks of 512 (1024: 3-16%)
+        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True)
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)]
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
@@ -128,7 +138,7 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # warps 7-15 us slower at 128 x 8K and 64 x 32K): it lost to the serving choice everywhere, so it
         # stays in the space at three settings only (docs/PERF.md, "Top-k: one launch for a few rows")
         return [dict(STEP=st, NUM_WARPS=w, PDL=False) for st, w in ((8192, 16), (8192, 8), (4096, 8))]
-    raise ValueError(f"path: expected 'rounds', 'row', 'tiles', 'bound' or 'resident', got {path!r}")
+    raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
 
 
 def bucket_inputs(rows: int, width: int, device: str, seed: int = 0):
@@ -163,8 +173,7 @@ def gpu_timer(fn) -> float:
 
 def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
                 on_trial: Callable[[dict], None] = lambda t: None,
-                paths: Iterable[str] = ("rounds", "row", "tiles", "bound", "resident"),
-                kind: str = "decode") -> dict:
+                paths: Iterable[str] = PATHS, kind: str = "decode") -> dict:
     """The table entry of one bucket: the fastest exact setting, and the built-in choice's time. A
     "decode" bucket times each setting as the decode top-k serves it (the logits kernel writing the
     maxima where the path reads them: indexer_logits._topk.EPILOGUE), less the logits call alone, and
@@ -244,10 +253,12 @@ def write_table(path: Path, entries: list[dict], k: int, device: str) -> None:
 
 
 def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = False, device: str = "cuda",
-        timer: Callable = gpu_timer, log: Callable[[str], None] = print) -> list[dict]:
+        timer: Callable = gpu_timer, log: Callable[[str], None] = print, paths: Iterable[str] = PATHS) -> list[dict]:
     """Tune every bucket not already in the table (every listed one with `fresh`), keeping the
     table's other entries; returns the table's entries. A table of another k keeps none (its
-    entries were gated and timed for that k), and says so."""
+    entries were gated and timed for that k), and says so. `paths` narrows the search to those paths
+    (a shorter tune: each bucket's entry is then the fastest of theirs, or the built-in choice)."""
+    paths = parse_paths(paths)
     sms = _device_sms(torch.device(device).index) if torch.device(device).type == "cuda" else 4
     entries = []
     if table_path.is_file():
@@ -270,13 +281,22 @@ def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = Fals
             def on_trial(trial, f=f):
                 f.write(json.dumps(trial) + "\n")
                 f.flush()
-            entry = tune_bucket(rows, width, k, device, sms, timer, on_trial, kind=kind)
+            entry = tune_bucket(rows, width, k, device, sms, timer, on_trial, paths=paths, kind=kind)
         entries = [e for e in entries if not same(e, rows, width, kind)] + [entry]
         write_table(table_path, entries, k, device)
         _topk_table.clear()
         log(f"[{n + 1}/{n_all}] {rows}x{width} {kind}: {entry['path']} {entry['settings']} {entry['us']:.1f} us "
             f"(built-in {entry['default_path']} {entry['default_us']:.1f} us), {time.time() - t0:.0f} s")
     return entries
+
+
+def parse_paths(paths) -> tuple:
+    """'bound,rounds' or an iterable of path names -> a tuple of known paths, in the space's order."""
+    names = [p.strip() for p in (paths.split(",") if isinstance(paths, str) else paths) if p.strip()]
+    unknown = [p for p in names if p not in PATHS]
+    if unknown or not names:
+        raise ValueError(f"--paths: expected some of {', '.join(PATHS)} (comma-separated), got {paths!r}")
+    return tuple(p for p in PATHS if p in names)
 
 
 def parse_buckets(text: Optional[str]) -> tuple:
