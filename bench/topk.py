@@ -184,18 +184,18 @@ CROSSOVER_ROWS = (32, 64, 128, 256)
 CROSSOVER_WIDTHS = (4096, 8192, 16384, 32768)
 
 
-def crossover(k: int, paths=("row", "rounds")) -> list[dict]:
+def crossover(k: int, paths=("row", "rounds"), rows_list=CROSSOVER_ROWS, widths=CROSSOVER_WIDTHS) -> list[dict]:
     """The selection alone per path (graph time) on fp8 decode logits of every (rows, width) of
-    CROSSOVER_ROWS x CROSSOVER_WIDTHS (next_n 1, full lengths), each path's answer checked first:
-    where one path overtakes the other."""
+    rows_list x widths (next_n 1, full lengths), each path's answer checked first: where one path
+    overtakes the other."""
     import torch
     import indexer_logits as K
     from indexer_logits import _topk_select as S
     from tuner.inputs import make_decode_inputs
     from tuner.space import Problem
     out = []
-    for rows in CROSSOVER_ROWS:
-        for width in CROSSOVER_WIDTHS:
+    for rows in rows_list:
+        for width in widths:
             inp = make_decode_inputs(Problem(), rows, width, lens="full", device=DEVICE, max_pool_bytes=3 << 30)
             logits = K.fp8_paged_mqa_logits(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table,
                                             None, width, False)
@@ -309,6 +309,10 @@ def main(argv=None) -> int:
                          "is the table's +topk column")
     ap.add_argument("--crossover", action="store_true",
                     help="the selection alone per path over rows x widths of decode logits (where one path overtakes)")
+    ap.add_argument("--crossover-rows", default=",".join(map(str, CROSSOVER_ROWS)),
+                    help="--crossover's row counts, comma-separated")
+    ap.add_argument("--crossover-widths", default=",".join(map(str, CROSSOVER_WIDTHS)),
+                    help="--crossover's keys a row, comma-separated")
     ap.add_argument("--scratch-mib", default="",
                     help="prefill: also time the first path with blocks of at most these MiB of logits, "
                          "comma-separated (fp8_mqa_topk's max_scratch_bytes; default blocks: 1/20 of the logits)")
@@ -324,6 +328,15 @@ def main(argv=None) -> int:
         ap.error(bad_mib)
     if any(m < 1 for m in scratch_mib):
         ap.error(bad_mib)
+    grid = {}
+    for name in ("crossover_rows", "crossover_widths"):
+        text = getattr(a, name)
+        try:
+            grid[name] = tuple(int(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            grid[name] = ()
+        if not grid[name] or min(grid[name]) < 1:
+            ap.error(f"--{name.replace('_', '-')}: expected comma-separated positive integers, got {text!r}")
     if not paths or any(p not in PATHS + ("auto",) for p in paths):
         ap.error(f"--paths: expected a comma-separated subset of {','.join(PATHS)},auto, got {a.paths!r}")
     import torch
@@ -339,7 +352,7 @@ def main(argv=None) -> int:
     if not a.skip_prefill:
         result["prefill"] = prefill_cases(a.k, paths, scratch_mib)
     if a.crossover:
-        result["crossover"] = crossover(a.k, paths)
+        result["crossover"] = crossover(a.k, paths, grid["crossover_rows"], grid["crossover_widths"])
     result["seconds"] = time.time() - t0
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "topk_bench.json").write_text(json.dumps(result, indent=1))

@@ -23,6 +23,12 @@ def test_help():
     assert proc.returncode == 0 and all(o in proc.stdout for o in ("--sweep", "--profile", "--crossover", "--paths"))
 
 
+@pytest.mark.parametrize("arg", ["--crossover-rows=1,x", "--crossover-widths=0", "--crossover-rows="])
+def test_a_bad_crossover_grid_is_refused_naming_the_option(arg):
+    proc = _run(arg, "--skip-prefill")
+    assert proc.returncode == 2 and arg.split("=")[0] in proc.stderr and "positive integers" in proc.stderr
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
 def test_refuses_without_a_gpu():
     proc = _run("--skip-prefill")
