@@ -8,7 +8,7 @@ set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
 timeout 320 python3 cli.py tune-topk --fresh --trials $OUT/topk_trials.jsonl > $OUT/tune_topk.log 2>&1
 tail -9 $OUT/tune_topk.log
-cp indexer_logits/tables/nvidia_h200/topk.json $OUT/topk_table.json
+cp "$(ls -t indexer_logits/tables/*/topk.json | head -1)" $OUT/topk_table.json  # the table just written (this GPU's)
 timeout 160 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/bench_topk.log 2>&1
 tail -9 $OUT/bench_topk.log
 timeout 90 python3 cli.py verify-topk > $OUT/verify_topk.log 2>&1
