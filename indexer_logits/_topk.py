@@ -2,8 +2,9 @@
 fp8_paged_mqa_topk_chunked and their bf16 twins.
 
 Each call scores with the logits kernels (the same dispatch and tables) and selects each row's k
-best keys on the device (indexer_logits._topk_select.PATH "auto": four kernels, or one program a
-row where the rows fill the GPU's SMs once; _topk_select.pick_path): int32
+best keys on the device (indexer_logits._topk_select.PATH "auto": the GPU's tuned table, else the
+built-in choice, _topk_select.pick_path: one program a row where the rows fill the GPU's SMs once, a
+selection bounded by tile maxima for many keys, four kernels otherwise): int32
 [rows, k] indices, -1 past a row's valid keys, in no particular order; ties at the k-th score go
 to the smallest indices. Decode indices are key positions (the logits columns, as SGLang's
 fast_topk_v2 and vLLM's top_k_per_row_decode return them); prefill indices are relative to the

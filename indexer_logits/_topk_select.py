@@ -52,17 +52,28 @@ ROW_MAX_WIDTH = 32768  # and rows of at most this many keys (the crossover measu
 TILES_MIN_WIDTH = 1 << 18
 TILES_MIN_ROWS = 16
 TILES_MIN_KEYS = 1 << 23
+# bound serves, where tiles and row do not, rows of at least BOUND_MIN_WIDTH keys, BOUND_MIN_KEYS keys in
+# all. The H100's crossover, the selection alone with the path's own maxima pass (docs/PERF.md "Top-k:
+# the built-in choice"), bound - rounds: +1 to +3.5 us below 2M keys (1-32 rows of 16K-512K: the maxima
+# pass and round 1 over them cost what the fewer counted keys save), -2.5 to -5 us at 2M (4 x 512K,
+# 8 x 256K, 16 x 128K, 32 x 64K, 64 x 32K) and -13 to -485 us above; rows of 16K keys level at 2M
+# (128 x 16K: 32.0 against 31.7).
+BOUND_MIN_WIDTH = 1 << 15
+BOUND_MIN_KEYS = 1 << 21
 
 
 def pick_path(rows: int, width: int, device) -> str:
-    """The path "auto" stands for: tiles for many long rows (above); row where one program a row
-    fills the GPU in one wave (at 64 rows it left half the SMs idle and lost by 2-45%; at 256, two
-    waves, by 10-20%); rounds otherwise. The SM count is the device's own (not set_num_sms's,
-    which sizes engines' metadata), of the logits' device."""
+    """The path "auto" stands for where the GPU's table has no entry (a GPU never tuned: its prior):
+    tiles for many long rows (above); row where one program a row fills the GPU in one wave (at 64
+    rows it left half the SMs idle and lost by 2-45%; at 256, two waves, by 10-20%); bound from 2M
+    keys of rows of 32K or more (above); rounds otherwise. The SM count is the device's own (not
+    set_num_sms's, which sizes engines' metadata), of the logits' device."""
     if width >= TILES_MIN_WIDTH and rows >= TILES_MIN_ROWS and rows * width >= TILES_MIN_KEYS:
         return "tiles"
     sms = _api._device_sms(device.index) if device.type == "cuda" else _api.CPU_NUM_SMS
-    return "row" if ROW_MIN_FILL * sms <= rows <= sms and width <= ROW_MAX_WIDTH else "rounds"
+    if ROW_MIN_FILL * sms <= rows <= sms and width <= ROW_MAX_WIDTH:
+        return "row"
+    return "bound" if width >= BOUND_MIN_WIDTH and rows * width >= BOUND_MIN_KEYS else "rounds"
 
 
 def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:

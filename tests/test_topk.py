@@ -177,6 +177,16 @@ def test_auto_picks_the_row_path_where_one_wave_of_programs_fills_the_sms():
                       S.workspace(1, cpu), lens=torch.ones(1, dtype=torch.int32), path="nope")
 
 
+def test_auto_picks_the_bound_path_from_2m_keys_of_rows_of_32k_or_more():
+    """A GPU with no table entry for the shape: bound where the H100's crossover had it ahead of rounds
+    (2M keys in all, rows of 32K keys or more), not where row or tiles serve (docs/PERF.md)."""
+    cpu = torch.device("cpu")
+    cases = {(64, 32768): "bound", (63, 32768): "rounds", (4, 1 << 19): "bound", (4, 32768): "row", (8, 1 << 18): "bound",
+             (1, 1 << 21): "bound", (1, 1 << 20): "rounds", (128, 16384): "rounds", (256, 65536): "bound",
+             (2048, 1 << 20): "tiles"}
+    assert {shape: S.pick_path(*shape, cpu) for shape in cases} == cases  # (4 rows: the interpreter's 4 SMs)
+
+
 @needs_interpreter
 def test_paged_topk_on_the_row_path(launches):
     """Four rows of next_n 1 decode (the interpreter's 4 SMs, filled once): "auto" serves the call

@@ -242,7 +242,7 @@ def test_auto_picks_tiles_for_many_long_rows(monkeypatch):
     all (the H200's crossover), never for one row; prefill's blocks then count its buffers."""
     cpu = torch.device("cpu")
     assert [S.pick_path(r, w, cpu) for r, w in ((1, 1 << 20), (16, 1 << 18), (16, 1 << 19), (64, 1 << 18),
-                                                (2048, 1 << 17))] == ["rounds", "rounds", "tiles", "tiles", "rounds"]
+                                                (2048, 1 << 17))] == ["rounds", "bound", "tiles", "tiles", "bound"]
     plain = _topk.scratch_rows(2048, 1 << 20)
     counted = _topk.scratch_rows(2048, 1 << 20, None, 2048, cpu)
     per_row = (1 << 20) * 4 + TT.scratch_bytes(1, 1 << 20, 2048, TT.tile_for(1 << 20, 2048), 0)
