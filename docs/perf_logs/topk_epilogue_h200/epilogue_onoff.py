@@ -6,7 +6,8 @@ stable sort of the same logits first.
     python3 docs/perf_logs/topk_epilogue_h200/epilogue_onoff.py [--rounds 5] [--cases 64x131072,32x131072n2] [--out FILE]
 
 A case is BATCHxCONTEXT, with nN for next_n N (1-D lengths, every request full). The H200's top-k
-table serves 64 x 128K rows by the tiles path; a case it serves otherwise is forced onto tiles.
+table serves 64 x 128K rows by the tiles path; a case it serves otherwise is forced onto tiles (or
+--force bound).
 --any-store: ask the epilogue of every split-grid logits module, also those that store per tile
 (call 1 ran before the runtime asked run-store modules only, so in this form)."""
 
@@ -34,7 +35,7 @@ def _any_store(sel):
     return dataclasses.replace(sel, tile_max_block=int(g["BLOCK_T"].value) if g.get("SUPPORTS_TILE_MAX") is True else 0)
 
 
-def case(spec: str, rounds: int, k: int, any_store: bool) -> dict:
+def case(spec: str, rounds: int, k: int, any_store: bool, force: str = "tiles") -> dict:
     shape, _, n = spec.partition("n")
     batch, ctx = (int(x) for x in shape.split("x"))
     next_n = int(n or 1)
@@ -42,7 +43,7 @@ def case(spec: str, rounds: int, k: int, any_store: bool) -> dict:
     args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx)
     rows = batch * next_n
     forced = not S.tiles_first_pass(rows, ctx, k, "cuda")[0]
-    S.PATH = "tiles" if forced else "auto"
+    S.PATH = force if forced else "auto"
     lbuf = torch.empty(rows, ctx, device="cuda")
     ibuf = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     written = []
@@ -86,9 +87,11 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--out", default=None)
     ap.add_argument("--any-store", action="store_true")
+    ap.add_argument("--force", default="tiles", choices=("tiles", "bound"),
+                    help="the path a case is forced onto where the table serves it by neither")
     a = ap.parse_args()
     print(torch.cuda.get_device_name(), flush=True)
-    rows = [case(c, a.rounds, a.k, a.any_store) for c in a.cases.split(",")]
+    rows = [case(c, a.rounds, a.k, a.any_store, a.force) for c in a.cases.split(",")]
     if a.out:
         Path(a.out).write_text(json.dumps(rows, indent=1))
     print(f"\n{'case':16s} {'logits us':>10s} {'+ top-k, epilogue':>18s} {'+ top-k, own pass':>18s} {'saved':>7s}  bad rows")
@@ -99,7 +102,7 @@ def main() -> int:
               f"({us['own pass'] / us['logits']:.3f}) {us['own pass'] - us['epilogue']:7.1f}  "
               f"{row['checks']['epilogue']} / {row['checks']['own pass']}"
               + ("" if row["checks"]["epilogue wrote maxima"] else "  (the module does not write them)"))
-    print("(* the table serves it otherwise: tiles forced)")
+    print(f"(* the table serves it otherwise: {a.force} forced)")
     return 1 if any(r["checks"]["epilogue"] or r["checks"]["own pass"] for r in rows) else 0
 
 
