@@ -34,6 +34,7 @@ import torch
 
 from . import _fastpath, _versions
 from ._identity import INTERPRETER_DOT_DTYPES, PROBLEM_FIELDS, family_kind, problem_key, slugify
+from ._tile_max_rule import rows_width, tile_max_block
 # The table names are re-exported: the public API and the tuner reach the tables through here.
 from ._tables import (CPU_SLUG, DEFAULT_SLUG, ENV_TABLE_DIR, FORMAT, PACKAGE_DIR, PREDICTED_DIR,  # noqa: F401
                       TABLE_FILE, TABLES_DIR, DispatchTableError, file_sha256, interpreting, load_kernel, load_table,
@@ -238,16 +239,6 @@ def _supports_pdl(module: ModuleType) -> bool:
     return getattr(module, "SUPPORTS_PDL", False) is True
 
 
-def _tile_max_block(module: ModuleType) -> int:
-    # Only where the logits are stored once a run (store "run"): there the maxima come from the run's
-    # tile in registers, +1.8% of the logits kernel at 64 x 128K on the H200 against the 10 us a top-k
-    # saves; stored per tile, the per-tile reshape and max cost +8% (128 x 128K) and +30% (next_n 2,
-    # 32 x 128K), more than the selection saves (docs/PERF.md, "Top-k: the tile maxima from the logits
-    # epilogue").
-    store_run = getattr(getattr(module, "STORE_RUN", None), "value", False) is True
-    return int(module.BLOCK_T.value) if getattr(module, "SUPPORTS_TILE_MAX", False) is True and store_run else 0
-
-
 def device_compute_capability(device: torch.device) -> Optional[str]:
     """"major.minor" of a CUDA device (cached), None for any other device."""
     return _device_info(torch.device(device)).compute_capability
@@ -306,7 +297,7 @@ def _from_entries(table: dict, tdir: Path, pkey: str, problem: dict, bucket, str
         if module is not None:
             return Selection(rung or ("nearest" if not_exact else "exact"), problem, bucket, variant,
                              str(tdir / TABLE_FILE), eb, module.launch, _supports_pdl(module),
-                             _tile_max_block(module))
+                             tile_max_block(module, *rows_width(problem, bucket)))
     return None
 
 
@@ -325,7 +316,7 @@ def _default(root: Path, dev: _Device, pkey: str, problem: dict, bucket, strict:
         module = _try_load(tdir, table, variant, strict_here)
         if module is not None:
             return Selection("default", problem, bucket, variant, str(tdir / TABLE_FILE), None, module.launch,
-                             _supports_pdl(module), _tile_max_block(module))
+                             _supports_pdl(module), tile_max_block(module, *rows_width(problem, bucket)))
     return None
 
 

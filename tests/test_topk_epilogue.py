@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import indexer_logits as K
-from indexer_logits import _decode, _dispatch, _topk, _topk_select as S, _topk_tiles as TT
+from indexer_logits import _decode, _topk, _topk_select as S, _topk_tiles as TT
+from indexer_logits._tile_max_rule import rows_width, tile_max_block
 from indexer_logits._identity import Config, Problem
 from tuner.inputs import make_decode_inputs
 from tuner.render import load_module, render
@@ -187,15 +188,20 @@ def test_a_module_without_the_epilogue_leaves_the_selection_its_first_pass(kerne
     assert asked[0] is True and asked[-1] is False and len(_topk._NO_EPILOGUE) == 1
 
 
-def test_the_epilogue_is_asked_of_run_store_modules_only(rendered):
+def test_the_epilogue_is_asked_of_run_store_modules_and_of_per_tile_ones_for_few_long_rows(rendered):
     """Selection.tile_max_block: the key tile of a split-grid module that stores its logits once a
-    run; 0 for one that stores per tile (the per-tile maxima cost the logits kernel 8-30% on the H200)
-    and for a persistent grid (which stores per tile: store "run" is the split grid's)."""
+    run; of one that stores per tile only for at most 16 rows of 256K keys or more (elsewhere the
+    per-tile maxima cost the logits kernel more than they save: 8-30% on the H200); 0 for a persistent
+    grid (which stores per tile: store "run" is the split grid's) whatever the shape."""
     problem = Problem()
     run = rendered(problem, Config(**K_ROWS, store="run"))
     tile = rendered(problem, Config(**K_ROWS))
     persistent = rendered(problem, Config(block_t=64, tiles_per_program=1, programs_per_sm=2, dot_dtype="fp16"))
-    assert [_dispatch._tile_max_block(m) for m in (run, tile, persistent)] == [64, 0, 0]
+    for rows, width, expect in ((64, 32768, [64, 0, 0]), (64, 1 << 20, [64, 0, 0]), (17, 1 << 18, [64, 0, 0]),
+                                (16, (1 << 18) - 1, [64, 0, 0]), (16, 1 << 18, [64, 64, 0]), (1, 1 << 20, [64, 64, 0])):
+        assert [tile_max_block(m, rows, width) for m in (run, tile, persistent)] == expect, (rows, width)
+    assert [tile_max_block(m) for m in (run, tile, persistent)] == [64, 0, 0]  # no shape: run store only
+    assert rows_width({"next_n": 2}, (8, 1 << 18)) == (16, 1 << 18)  # rows are batch x next_n
 
 
 def test_clear_cache_forgets_the_shapes_whose_module_could_not_write_the_maxima():
