@@ -86,7 +86,8 @@ def verify_topk(out, seed) -> None:
         tuned = topk_tune.gpu_timer(lambda: S.select_rows(logits, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens,
                                                           path=e["path"], settings=e["settings"]))
         builtin = topk_tune.gpu_timer(lambda: S.select_rows(logits, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens,
-                                                            path=S.pick_path(rows, width, logits.device)))
+                                                            path=S.pick_path(rows, width, logits.device,
+                                                                             e.get("kind"))))
         bad += mismatched > 0
         click.echo(f"{rows:>5}x{width:<8} {e['path']:6} {'exact' if not mismatched else f'{mismatched} rows WRONG'}  "
                    f"{tuned:8.1f} us (table said {e['us']:.1f}), built-in {builtin:8.1f} us")

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from . import _api, _recorded_launches, _topk_table
+from . import _api, _recorded_launches, _tile_max_rule, _topk_table
 from ._identity import slugify
 from ._api import get_num_sms
 # (the window modes, _window_args and _pick_chunks: this module's names for the callers and tests that use them)
@@ -60,20 +60,29 @@ TILES_MIN_KEYS = 1 << 23
 # (128 x 16K: 32.0 against 31.7).
 BOUND_MIN_WIDTH = 1 << 15
 BOUND_MIN_KEYS = 1 << 21
+# and a decode call of at most _tile_max_rule.PER_TILE_EPILOGUE_MAX_ROWS rows of BOUND_DECODE_MIN_WIDTH keys
+# or more, whose logits kernel writes the maxima and their range (every split-grid module does there):
+# bound then runs neither of its own first kernels (1 x 1M on an H100, end to end: 20.6 us against
+# rounds' 23.6; its own maxima cost it 4.8 us there, and rounds led by 0.8 at 1 x 512K without them).
+BOUND_DECODE_MIN_WIDTH = 1 << 19
 
 
-def pick_path(rows: int, width: int, device) -> str:
+def pick_path(rows: int, width: int, device, kind: Optional[str] = None) -> str:
     """The path "auto" stands for where the GPU's table has no entry (a GPU never tuned: its prior):
     tiles for many long rows (above); row where one program a row fills the GPU in one wave (at 64
     rows it left half the SMs idle and lost by 2-45%; at 256, two waves, by 10-20%); bound from 2M
-    keys of rows of 32K or more (above); rounds otherwise. The SM count is the device's own (not
-    set_num_sms's, which sizes engines' metadata), of the logits' device."""
+    keys of rows of 32K or more, or a decode call (`kind`) of a few rows of 512K or more (above);
+    rounds otherwise. The SM count is the device's own (not set_num_sms's, which sizes engines'
+    metadata), of the logits' device."""
     if width >= TILES_MIN_WIDTH and rows >= TILES_MIN_ROWS and rows * width >= TILES_MIN_KEYS:
         return "tiles"
     sms = _api._device_sms(device.index) if device.type == "cuda" else _api.CPU_NUM_SMS
     if ROW_MIN_FILL * sms <= rows <= sms and width <= ROW_MAX_WIDTH:
         return "row"
-    return "bound" if width >= BOUND_MIN_WIDTH and rows * width >= BOUND_MIN_KEYS else "rounds"
+    if width >= BOUND_MIN_WIDTH and rows * width >= BOUND_MIN_KEYS:
+        return "bound"
+    few_long = rows <= _tile_max_rule.PER_TILE_EPILOGUE_MAX_ROWS and width >= BOUND_DECODE_MIN_WIDTH
+    return "bound" if kind == "decode" and few_long else "rounds"
 
 
 def scratch_bytes_per_row(rows: int, width: int, k: int, device) -> int:
@@ -100,7 +109,7 @@ def _serving(rows: int, width: int, device, kind: Optional[str] = None) -> tuple
     entry = _tuned_entry(rows, width, device, kind)
     if entry is not None:
         return entry["path"], entry["settings"]
-    return pick_path(rows, width, device), None
+    return pick_path(rows, width, device, kind), None
 
 
 def workspace(rows: int, device) -> torch.Tensor:
@@ -132,7 +141,7 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     elif path is None:
         path = PATH
     if path == "auto":
-        path = pick_path(rows, width, logits.device)
+        path = pick_path(rows, width, logits.device, kind)
     if path not in PATHS:
         raise ValueError(f"path: expected one of {PATHS} or 'auto', got {path!r}")
     if rows == 0:

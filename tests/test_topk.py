@@ -185,6 +185,11 @@ def test_auto_picks_the_bound_path_from_2m_keys_of_rows_of_32k_or_more():
              (1, 1 << 21): "bound", (1, 1 << 20): "rounds", (128, 16384): "rounds", (256, 65536): "bound",
              (2048, 1 << 20): "tiles"}
     assert {shape: S.pick_path(*shape, cpu) for shape in cases} == cases  # (4 rows: the interpreter's 4 SMs)
+    # a decode call of few long rows: the logits kernel writes the maxima, so bound from 512K keys a row
+    decode = {(1, 1 << 19): "bound", (3, 1 << 19): "bound", (1, (1 << 19) - 1): "rounds", (1, 1 << 20): "bound",
+              (16, 1 << 19): "tiles", (4, 8192): "row"}
+    assert {shape: S.pick_path(*shape, cpu, "decode") for shape in decode} == decode
+    assert S.pick_path(1, 1 << 20, cpu, "prefill") == S.pick_path(1, 1 << 20, cpu) == "rounds"
 
 
 @needs_interpreter

@@ -202,7 +202,7 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
             return timer(select(logits, path, settings))
         return timer(decode_call(path, settings)) - logits_us
 
-    default_path = S.pick_path(rows, width, logits.device)
+    default_path = S.pick_path(rows, width, logits.device, kind)
     default_us = timed(default_path, None)
     best = None
     for path in paths:
