@@ -53,11 +53,11 @@ TILES_MIN_WIDTH = 1 << 18
 TILES_MIN_ROWS = 16
 TILES_MIN_KEYS = 1 << 23
 # bound serves, where tiles and row do not, rows of at least BOUND_MIN_WIDTH keys, BOUND_MIN_KEYS keys in
-# all. The H100's crossover, the selection alone with the path's own maxima pass (docs/PERF.md "Top-k:
-# the built-in choice"), bound - rounds: +1 to +3.5 us below 2M keys (1-32 rows of 16K-512K: the maxima
-# pass and round 1 over them cost what the fewer counted keys save), -2.5 to -5 us at 2M (4 x 512K,
-# 8 x 256K, 16 x 128K, 32 x 64K, 64 x 32K) and -13 to -485 us above; rows of 16K keys level at 2M
-# (128 x 16K: 32.0 against 31.7).
+# all. The H100's crossover, the selection alone with the path's own maxima pass (docs/PERF.md "Top-k: the
+# tuner's space narrowed; the built-in choice from a crossover"), bound - rounds: +1 to +3.5 us below 2M
+# keys (1-32 rows of 16K-512K: the maxima pass and round 1 over them cost what the fewer counted keys
+# save), -2.5 to -5 us at 2M (4 x 512K, 8 x 256K, 16 x 128K, 32 x 64K, 64 x 32K) and -13 to -485 us
+# above; rows of 16K keys level at 2M (128 x 16K: 32.0 against 31.7).
 BOUND_MIN_WIDTH = 1 << 15
 BOUND_MIN_KEYS = 1 << 21
 # and a decode call of at most _tile_max_rule.PER_TILE_EPILOGUE_MAX_ROWS rows of BOUND_DECODE_MIN_WIDTH keys
