@@ -154,6 +154,9 @@ def test_the_tuner_gates_picks_the_fastest_exact_and_keeps_every_trial(tmp_path,
     assert [t.get("exact") for t in got] == [True, True, False, True]
     assert "us" not in got[2]  # the wrong one is never timed
     assert json.loads(table.read_text())["entries"] == [entry] and "2x4096 prefill: rounds" in lines[-1]
+    # a line as each path's settings are done: how many, how many exact, the path's best
+    assert lines[0].startswith("  2x4096 prefill, rounds: 3 settings, 2 exact, best 4.0 us (")
+    assert lines[1].startswith("  2x4096 prefill, row: 1 setting, 1 exact, best 6.0 us (")
     topk_tune.run([(2, 4096, "prefill")], 256, table, trials, device="cpu", timer=timer, log=lines.append)
     assert "in the table, kept" in lines[-1] and len(trials.read_text().splitlines()) == 4
     speed[(None, None)] = 4.05  # the best no longer beats the built-in choice by MARGIN: the built-in it is
@@ -269,7 +272,7 @@ def test_fresh_retunes_the_listed_buckets_and_keeps_the_others(tmp_path, monkeyp
     another k keeps none, and the log says so)."""
     tuned = []
 
-    def fake_tune(rows, width, k, device, sms, timer, on_trial, paths, kind):
+    def fake_tune(rows, width, k, device, sms, timer, on_trial, paths, kind, progress):
         tuned.append((rows, width))
         return {"rows": rows, "width": width, "path": "rounds", "settings": {}, "us": 1.0,
                 "default_path": "rounds", "default_us": 1.0}

@@ -173,11 +173,13 @@ def gpu_timer(fn) -> float:
 
 def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Callable = gpu_timer,
                 on_trial: Callable[[dict], None] = lambda t: None,
-                paths: Iterable[str] = PATHS, kind: str = "decode") -> dict:
+                paths: Iterable[str] = PATHS, kind: str = "decode",
+                progress: Callable[[str], None] = lambda line: None) -> dict:
     """The table entry of one bucket: the fastest exact setting, and the built-in choice's time. A
     "decode" bucket times each setting as the decode top-k serves it (the logits kernel writing the
     maxima where the path reads them: indexer_logits._topk.EPILOGUE), less the logits call alone, and
-    gates that call's answer too; a "prefill" bucket times the selection alone (its own first pass)."""
+    gates that call's answer too; a "prefill" bucket times the selection alone (its own first pass).
+    `progress` gets a line as each path's settings are done (a bucket's compiles take minutes)."""
     if kind not in _topk_table.KINDS:
         raise ValueError(f"kind: expected one of {_topk_table.KINDS}, got {kind!r}")
     args, logits, lens = bucket_inputs(rows, width, device)
@@ -206,6 +208,7 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     default_us = timed(default_path, None)
     best = None
     for path in paths:
+        t0, tried, path_best = time.time(), [], None
         for settings in space(path, rows, width, sms):
             trial = {"rows": rows, "width": width, "kind": kind, "k": k, "path": path, "settings": settings}
             try:
@@ -222,8 +225,18 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
             except Exception as exc:  # a setting that does not compile or launch here: recorded, skipped
                 trial["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             on_trial(trial)
+            tried.append(trial)
+            if trial.get("us") is not None and (path_best is None or trial["us"] < path_best):
+                path_best = trial["us"]
             if trial.get("us") is not None and (best is None or trial["us"] < best["us"]):
                 best = trial
+        if tried:
+            exact = sum(bool(t.get("exact")) for t in tried)
+            errors = sum("error" in t for t in tried)
+            progress(f"  {rows}x{width} {kind}, {path}: {len(tried)} setting{'s' * (len(tried) > 1)}, {exact} exact"
+                     + (f", {errors} failed to run" if errors else "")
+                     + (f", best {path_best:.1f} us" if path_best is not None else "")
+                     + f" ({time.time() - t0:.0f} s)")
     if best is None:
         raise RuntimeError(f"bucket {rows}x{width}: no setting was exact (the trials file says why)")
     # the best against the built-in choice, alternated (the GPU's clock drifts between two timings
@@ -281,7 +294,7 @@ def run(buckets, k: int, table_path: Path, trials_path: Path, fresh: bool = Fals
             def on_trial(trial, f=f):
                 f.write(json.dumps(trial) + "\n")
                 f.flush()
-            entry = tune_bucket(rows, width, k, device, sms, timer, on_trial, paths=paths, kind=kind)
+            entry = tune_bucket(rows, width, k, device, sms, timer, on_trial, paths=paths, kind=kind, progress=log)
         entries = [e for e in entries if not same(e, rows, width, kind)] + [entry]
         write_table(table_path, entries, k, device)
         _topk_table.clear()
