@@ -297,6 +297,16 @@ def prefill_cases(k: int, paths=("fused", "rounds"), scratch_mib=()) -> list[dic
     return rows_out
 
 
+def _positive_ints(text: str, allow_empty: bool):
+    """An option's comma-separated positive integers, or None where it holds anything else (or none
+    at all, unless allow_empty)."""
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        return None
+    return values if (values or allow_empty) and all(v >= 1 for v in values) else None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.topk", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
@@ -321,22 +331,14 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from indexer_logits._topk_select import PATHS
     paths = tuple(p for p in a.paths.split(",") if p)
-    bad_mib = f"--scratch-mib: expected comma-separated positive MiB, got {a.scratch_mib!r}"
-    try:
-        scratch_mib = tuple(int(x) for x in a.scratch_mib.split(",") if x.strip())
-    except ValueError:
-        ap.error(bad_mib)
-    if any(m < 1 for m in scratch_mib):
-        ap.error(bad_mib)
+    scratch_mib = _positive_ints(a.scratch_mib, allow_empty=True)
+    if scratch_mib is None:
+        ap.error(f"--scratch-mib: expected comma-separated positive MiB, got {a.scratch_mib!r}")
     grid = {}
     for name in ("crossover_rows", "crossover_widths"):
-        text = getattr(a, name)
-        try:
-            grid[name] = tuple(int(x) for x in text.split(",") if x.strip())
-        except ValueError:
-            grid[name] = ()
-        if not grid[name] or min(grid[name]) < 1:
-            ap.error(f"--{name.replace('_', '-')}: expected comma-separated positive integers, got {text!r}")
+        grid[name] = _positive_ints(getattr(a, name), allow_empty=False)
+        if grid[name] is None:
+            ap.error(f"--{name.replace('_', '-')}: expected comma-separated positive integers, got {getattr(a, name)!r}")
     if not paths or any(p not in PATHS + ("auto",) for p in paths):
         ap.error(f"--paths: expected a comma-separated subset of {','.join(PATHS)},auto, got {a.paths!r}")
     import torch

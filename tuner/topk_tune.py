@@ -208,7 +208,7 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     default_us = timed(default_path, None)
     best = None
     for path in paths:
-        t0, tried, path_best = time.time(), [], None
+        t0, tried = time.time(), []
         for settings in space(path, rows, width, sms):
             trial = {"rows": rows, "width": width, "kind": kind, "k": k, "path": path, "settings": settings}
             try:
@@ -226,13 +226,12 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
                 trial["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             on_trial(trial)
             tried.append(trial)
-            if trial.get("us") is not None and (path_best is None or trial["us"] < path_best):
-                path_best = trial["us"]
             if trial.get("us") is not None and (best is None or trial["us"] < best["us"]):
                 best = trial
         if tried:
             exact = sum(bool(t.get("exact")) for t in tried)
             errors = sum("error" in t for t in tried)
+            path_best = min((t["us"] for t in tried if t.get("us") is not None), default=None)
             progress(f"  {rows}x{width} {kind}, {path}: {len(tried)} setting{'s' * (len(tried) > 1)}, {exact} exact"
                      + (f", {errors} failed to run" if errors else "")
                      + (f", best {path_best:.1f} us" if path_best is not None else "")
