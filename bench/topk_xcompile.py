@@ -36,8 +36,7 @@ def _args(k: int) -> dict:
             "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k, "counts_ptr": "*i32",
             "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32", "ws_second_ptr": "*i32",
             # the bound path's segments (64 x 32K: 16 programs a row of 2,048 keys, 512 positions each)
-            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32", "k_tiles": -(-k // 8),
-            "max_tiles": WIDTH // 8}
+            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32", "k_tiles": -(-k // 8)}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
@@ -77,12 +76,9 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("tiles: remap", T.topk_tile_remap_kernel, {"TILE_": 16, "KB": min(1024, kp), "PDL": True}, w),
         ("tiles: compaction remapping (MERGE)", KN.topk_compact_remap_kernel,
          {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "REMAP_": 16}, w),
-        # the bound path: its maxima's range and round 1 are the rounds' kernels above, or its summary
-        ("bound: maxima summary (SUMMARY)", B.topk_bound_summary_kernel,
-         {"WINDOW": 1, "BLOCK": B.SUMMARY_BLOCK, "BINS_": KN.BINS, "MARGIN_": B.MARGIN, "PDL": True}, w),
-        *((f"bound: keys above{' (SEGMENTS, SUMMARY)' if m else ' the bound (SEGMENTS)' if g else ' the bound'}",
-           B.topk_bound_count_kernel, {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g, "MAPPED_": m}, w)
-          for g, m in ((False, False), (True, False), (True, True))),
+        # the bound path: its maxima's range and round 1 are the rounds' kernels above
+        *((f"bound: keys above the bound{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
+           {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g}, w) for g in (False, True)),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),

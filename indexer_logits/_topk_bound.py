@@ -16,10 +16,6 @@ With a row of n keys cut into tiles of TILE (aligned to the window start, as _to
 4. the compaction of _topk_kernels with that one histogram (topk_bound_compact_kernel): the keys
    above the threshold bin to the output, the bin's keys to the candidates, ranked by the row's
    last program (or the exact overflow path), which zeroes both states.
-With SUMMARY, one program a row (topk_bound_summary_kernel) does step 2 and the mapping of step 3
-over its maxima, in registers and L1, and stores the mapping for the count (MAPPED_) and the
-compaction: one launch fewer in the chain, and no mapping computed at the start of each of the
-count's programs.
 
 Why it is exact whatever the scores: the mapping is monotone in the score (a clamped affine map),
 computed once (by the count's programs, all alike) and read by the compaction as stored. At least k maxima lie in bins >= t'
@@ -49,8 +45,8 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_digits import _digits, _key_range, _mapping, _range, _threshold, _window
-from ._topk_kernels import _compact, _count_d1
+from ._topk_digits import _digits, _range, _threshold, _window
+from ._topk_kernels import _compact
 
 TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
 # Whether the keys' count also writes the positions of the keys it admits to a segment per program
@@ -59,12 +55,6 @@ TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
 # tuner axis, on by default since every bucket's best setting had it (an H100, 4 buckets, 48 bound
 # settings each: docs/PERF.md, "Top-k: bounded by the tile maxima", measured).
 SEGMENTS = True
-# Whether one program a row finds the maxima's range, round 1 over them and the keys' mapping
-# (topk_bound_summary_kernel) in place of the range and histogram kernels over the maxima (a program a
-# row and chunk each) and the count's programs each computing the mapping: one launch fewer in the
-# chain, and a count that starts reading keys as soon as it starts (a tuner axis)
-SUMMARY = True
-SUMMARY_BLOCK = 2048  # maxima the summary's program reads a step
 # The bound's margin below bin t''s lower edge, in maxima bins: scores that round across the edge
 # still land in bins >= 1 (a key of bin 0 must be below k others).
 MARGIN = 1.0 / 16
@@ -88,20 +78,13 @@ def tile_for(width: int, k: int) -> int:
 
 @triton.jit
 def _bound_mapping(st_first, k, k_tiles, MARGIN_: tl.constexpr, BINS_: tl.constexpr, KBINS_: tl.constexpr):
-    """_bound_from with the maxima's range and round 1 as the range and histogram kernels left them in
-    the maxima's state."""
+    """(m, scale) of the keys' KBINS_-bin digits (_digits): bin 0 below the maxima's bin t' (less
+    MARGIN_ of a bin), bins 1 .. KBINS_-2 from there to the top of the maxima's bin holding the
+    k_tiles-th largest maximum (k_tiles = ceil(k / TILE): the k-th largest score is at most that
+    maximum, since its k keys fill at least k_tiles tiles), the last bin above; a scale of 0 (every
+    key in bin 0, the exact overflow path) where the maxima's range is empty or a single value."""
     m1, s1 = _range(st_first, BINS_)
-    return _bound_from(m1, s1, tl.load(st_first + 16 + tl.arange(0, BINS_)), k, k_tiles, MARGIN_, BINS_, KBINS_)
-
-
-@triton.jit
-def _bound_from(m1, s1, counts, k, k_tiles, MARGIN_: tl.constexpr, BINS_: tl.constexpr, KBINS_: tl.constexpr):
-    """(m, scale) of the keys' KBINS_-bin digits (_digits), from the maxima's mapping (m1, s1) and
-    their BINS_-bin histogram `counts` under it: bin 0 below the maxima's bin t' (less MARGIN_ of a
-    bin), bins 1 .. KBINS_-2 from there to the top of the maxima's bin holding the k_tiles-th largest
-    maximum (k_tiles = ceil(k / TILE): the k-th largest score is at most that maximum, since its k
-    keys fill at least k_tiles tiles), the last bin above; a scale of 0 (every key in bin 0, the
-    exact overflow path) where the maxima's range is empty or a single value."""
+    counts = tl.load(st_first + 16 + tl.arange(0, BINS_))
     t1, _ = _threshold(counts, k, BINS_)
     tu, _ = _threshold(counts, k_tiles, BINS_)
     ok = s1 > 0
@@ -127,42 +110,15 @@ def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDO
 
 
 @triton.jit
-def topk_bound_summary_kernel(lo_ptr, hi_ptr, len_ptr, next_n, width, maxima_ptr, maxima_stride, ntiles_ptr,
-                              max_tiles, k, k_tiles, ws_ptr, WINDOW: tl.constexpr, BLOCK: tl.constexpr,
-                              BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr):
-    """Steps 2 and 3's mapping in one program a row (SUMMARY): the range of the row's tile maxima,
-    their BINS_-bin histogram under it (the range and histogram kernels' digits, _digits) and the
-    keys' mapping from them (_bound_from), stored to the row's state words 12 and 13 as
-    topk_bound_count_kernel stores it, for the count (MAPPED_) and the compaction to read. Rows of
-    at most k keys are left alone (all of them the answer; their words stay zero). The tile count
-    is clamped to the maxima's `max_tiles` columns: never a read outside them."""
-    if PDL:
-        tl_cuda.gdc_wait()
-    row = tl.program_id(0)
-    lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
-    n = tl.minimum(tl.maximum(tl.load(ntiles_ptr + row), 0), max_tiles)
-    if (hi - lo > k) & (n > 0):
-        base = maxima_ptr + row.to(tl.int64) * maxima_stride
-        kmin, kmax = _key_range(base, 0, n, BLOCK)
-        m1, s1 = _mapping(kmin, kmax, BINS_)
-        counts = _count_d1(base, 0, n, m1, s1, BLOCK, BINS_)
-        m_lo, scale = _bound_from(m1, s1, counts, k, k_tiles, MARGIN_, BINS_, 2 * BINS_)
-        st = ws_ptr + row * (16 + 2 * BINS_)
-        tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
-        tl.store(st + 13, scale.to(tl.int32, bitcast=True))
-
-
-@triton.jit
 def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, k_tiles, ws_ptr,
                             ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr,
                             BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
-                            SEG_: tl.constexpr = False, MAPPED_: tl.constexpr = False):
+                            SEG_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
     With SEG_, the admitted keys' positions also go to the program's segment (its first seg_cap of
-    them, slots by a prefix sum a block) and their count to counts[row, chunk]. With MAPPED_, the
-    mapping is topk_bound_summary_kernel's, read from the state words it stored."""
+    them, slots by a prefix sum a block) and their count to counts[row, chunk]."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -173,16 +129,12 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     n_seg = chunk * 0
     KB: tl.constexpr = 2 * BINS_
     if (end > start) & (hi - lo > k):
-        if MAPPED_:
-            m_lo = tl.load(st + 12).to(tl.float32, bitcast=True)
-            scale = tl.load(st + 13).to(tl.float32, bitcast=True)
-        else:
-            m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
-            # for the compaction, which reads these bits rather than computing them again: a compiler that
-            # fused the mapping's multiply-adds differently there could move a key across a bin edge
-            # between the count and the compaction (every program of the row stores the same bits)
-            tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
-            tl.store(st + 13, scale.to(tl.int32, bitcast=True))
+        m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
+        # for the compaction, which reads these bits rather than computing them again: a compiler that
+        # fused the mapping's multiply-adds differently there could move a key across a bin edge
+        # between the count and the compaction (every program of the row stores the same bits)
+        tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
+        tl.store(st + 13, scale.to(tl.int32, bitcast=True))
         offs = tl.arange(0, BLOCK)
         for b0 in range(start, end, BLOCK):
             t = b0 + offs

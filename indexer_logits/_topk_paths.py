@@ -176,28 +176,21 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
                   maxima_given: bool = False, range_given: bool = False) -> None:
     """The path bounded by the tile maxima (indexer_logits._topk_bound): the maxima, their range and
     round 1 over them in the second half of the workspace (`ws_first`), the keys' histogram above the
-    bound, the compaction: five launches, three where the logits kernel wrote the maxima and range.
-    With SUMMARY, one program a row does the maxima's range, round 1 and the keys' mapping: four
-    launches, three where the logits kernel wrote the maxima (their range then unread)."""
+    bound, the compaction: five launches, three where the logits kernel wrote the maxima and range."""
     kn, bk = kernels(), bound_kernels()
     maxima, ntiles, seg, seg_counts, ws_first = scratch
     T = _tile(s, logits.shape[1], k, "bound")
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
     if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
         _launch_tile_maxima(launch, s, window_args, window, T, maxima, ntiles, {"num_warps": s["NUM_WARPS"]})
+    mgrid, mchunk, maxima_args = _launch_setup(maxima, indices, None, None, ntiles, 1, s)[:3]
     consts = dict(BLOCK=s["BLOCK"], BINS_=s["BINS"], PDL=pdl, **options)
-    if s["SUMMARY"]:
-        launch(bk.topk_bound_summary_kernel, (logits.shape[0],), *window_args[2:], maxima, maxima.stride(0), ntiles,
-               maxima.shape[1], k, -(-k // T), ws, WINDOW=window, MARGIN_=bk.MARGIN,
-               **dict(consts, BLOCK=bk.SUMMARY_BLOCK))
-    else:
-        mgrid, mchunk, maxima_args = _launch_setup(maxima, indices, None, None, ntiles, 1, s)[:3]
-        if not range_given:
-            launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, **consts)
-        launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT, **consts)
+    if not range_given:
+        launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, **consts)
+    launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT, **consts)
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
-           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], MAPPED_=s["SUMMARY"], **consts)
+           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], **consts)
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],

@@ -27,27 +27,16 @@ def _clean_runtime(clean_runtime):
     yield
 
 
-@pytest.fixture(params=[(False, True), (True, True), (True, False)], ids=["chunks", "segments", "kernels"])
+@pytest.fixture(params=[False, True], ids=["chunks", "segments"])
 def segments(request, monkeypatch):
-    """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
-    maxima summarized by one program a row (SUMMARY), or by the range and histogram kernels."""
-    monkeypatch.setattr(B, "SEGMENTS", request.param[0])
-    monkeypatch.setattr(B, "SUMMARY", request.param[1])
-    return request.param[0]
+    """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS)."""
+    monkeypatch.setattr(B, "SEGMENTS", request.param)
+    return request.param
 
 
-def _launched(summary: bool, maxima: bool = True, range_kernel: bool = True) -> list:
-    """The bound path's kernels in launch order: the maxima's (where not the logits kernel's), then
-    the summary's one, or the range kernel's (where the range was not given) and round 1's."""
-    return ((["topk_tile_max_kernel"] if maxima else [])
-            + (["topk_bound_summary_kernel"] if summary else
-               (["topk_range_kernel"] if range_kernel else []) + ["topk_hist_kernel"])
-            + ["topk_bound_count_kernel", "topk_bound_compact_kernel"])
-
-
-def _counted_state(logits, k, lo, hi, settings, monkeypatch) -> torch.Tensor:
-    """Per row, the keys' state words 0-15 and histogram (the keys' histogram of step 3 and the mapping
-    it was counted under, words 12 and 13), read before the compaction, which is not launched here."""
+def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
+    """Per row, the keys the bound admitted (the keys' histogram of step 3, read before the
+    compaction, which is not launched here)."""
     rows = logits.shape[0]
     ws = S.workspace(rows, logits.device)
 
@@ -62,12 +51,7 @@ def _counted_state(logits, k, lo, hi, settings, monkeypatch) -> torch.Tensor:
         S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="bound", settings=settings)
     s = S.path_settings("bound", settings)
     per_row, bins = S.state_words(s), 2 * s["BINS"]  # (the keys' histogram spans both of the state's)
-    return ws.view(-1)[:rows * per_row].view(rows, per_row)[:, :16 + bins].clone()
-
-
-def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
-    """Per row, the keys the bound admitted (_counted_state's histogram's sum)."""
-    return _counted_state(logits, k, lo, hi, settings, monkeypatch)[:, 16:].sum(1).tolist()
+    return [int(ws.view(-1)[r * per_row + 16:r * per_row + 16 + bins].sum()) for r in range(rows)]
 
 
 @needs_interpreter
@@ -75,7 +59,7 @@ def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
 def test_the_bound_admits_few_keys_and_stays_exact(tile, segments, kernels_run, monkeypatch):
     """Random rows 40x longer than k, two with partial windows: the bound admits between k and a
     few k keys a row (the model: about 1.2k-1.4k where a row has 2k-4k tiles; at 10 tiles a k a bit
-    more), the answer is torch's, and the path launches its five kernels (four with SUMMARY)."""
+    more), the answer is torch's, and the path launches its five kernels."""
     rows, width, k = 3, 10240, 256
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
     lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
@@ -88,29 +72,10 @@ def test_the_bound_admits_few_keys_and_stays_exact(tile, segments, kernels_run, 
     rows_ws = S.workspace(rows, "cpu")
     idx, val = torch.empty(rows, k, dtype=torch.int32), torch.empty(rows, k)
     S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, rows_ws, lo=lo, hi=hi, path="bound", settings=settings)
-    assert kernels_run == _launched(B.SUMMARY)
+    assert kernels_run == ["topk_tile_max_kernel", "topk_range_kernel", "topk_hist_kernel",
+                           "topk_bound_count_kernel", "topk_bound_compact_kernel"]
     assert int(rows_ws.abs().sum()) == 0, "the path must leave both states zero"
     assert_same_topk(idx, val, x, k, lo, hi)
-
-
-@needs_interpreter
-@pytest.mark.parametrize("tile", [4, 16])
-def test_the_summary_maps_the_keys_as_the_kernels_do(tile, monkeypatch):
-    """SUMMARY's one program a row finds the keys' mapping the range and histogram kernels' chunks and
-    the count's programs find: the same keys admitted a row, bin for bin (a row of few distinct
-    maxima, a row with an outlier, a partial and an empty window among them)."""
-    rows, width, k = 4, 12288, 128
-    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(11))
-    x[1] = torch.randint(0, 7, (width,), generator=torch.Generator().manual_seed(12)).float()
-    x[2, 999] = 1e30
-    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
-    lo[2], hi[3] = 211, 0
-    state = {m: _counted_state(x, k, lo, hi, {"TILE": tile, "PROGRAMS_PER_SM": 1, "SUMMARY": m}, monkeypatch)
-             for m in (False, True)}
-    assert torch.equal(state[True][:, 12:14], state[False][:, 12:14])  # the mapping, bit for bit
-    assert torch.equal(state[True][:, 16:], state[False][:, 16:])  # the keys' histogram
-    admitted = state[True][:, 16:].sum(1).tolist()
-    assert admitted[3] == 0 and min(admitted[:3]) >= k and bool((state[True][:3, 13] != 0).all())
 
 
 @needs_interpreter
@@ -201,9 +166,8 @@ def test_tile_model():
 
 @needs_interpreter
 def test_tile_maxima_given_by_the_kernel_before(kernels_run, segments):
-    """select_rows(tile_maxima=...): the maxima kernel never runs; without SUMMARY, the range kernel
-    over the maxima runs where their range was not merged too (the decode epilogue merges it); with
-    SUMMARY, its one kernel in both cases."""
+    """select_rows(tile_maxima=...): with the maxima alone, the range kernel over them runs; with
+    their range merged too (the decode epilogue's), neither it nor the maxima kernel does."""
     rows, width, k = 2, 8192, 128
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(5))
     lens = torch.full((rows,), width, dtype=torch.int32)
@@ -220,7 +184,8 @@ def test_tile_maxima_given_by_the_kernel_before(kernels_run, segments):
         idx = torch.empty(rows, k, dtype=torch.int32)
         S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path="bound",
                       tile_maxima=(maxima, ntiles, True) if merged else (maxima, ntiles))
-        assert kernels_run == _launched(B.SUMMARY, maxima=False, range_kernel=not merged)
+        assert "topk_tile_max_kernel" not in kernels_run
+        assert ("topk_range_kernel" in kernels_run) is not merged
         assert int(ws.abs().sum()) == 0
         assert_same_topk(idx, None, x, k, torch.zeros(rows, dtype=torch.int32), lens)
 
@@ -256,8 +221,7 @@ def _random_case(seed: int) -> tuple:
     """(scores [rows, width], k, lo, hi, settings) of one random case: k and the width (from 1 key to
     50k, about k, many k), one to three rows with full, partial or empty windows, one of eight kinds of
     scores (normal, relu, 5 values, sorted up or down, a 1e30 spike, -inf but a prefix, values 1e-30
-    apart, bf16-rounded), and every setting of the path drawn (TILE, BINS, BLOCK, programs, SEGMENTS,
-    SUMMARY)."""
+    apart, bf16-rounded), and every setting of the path drawn (TILE, BINS, BLOCK, programs, SEGMENTS)."""
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     k = rng.choice([1, 7, 64, 128, 256])
@@ -282,7 +246,7 @@ def _random_case(seed: int) -> tuple:
     lo = torch.tensor([rng.choice([0, 0, rng.randint(0, width)]) for _ in range(rows)], dtype=torch.int32)
     hi = torch.tensor([rng.choice([width, width, rng.randint(0, width + 3)]) for _ in range(rows)], dtype=torch.int32)
     settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64]), BLOCK=rng.choice([512, 1024]),
-                    PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5, SUMMARY=rng.random() < 0.5)
+                    PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5)
     return x, k, lo, hi, settings
 
 

@@ -17,7 +17,6 @@ import torch
 import indexer_logits as K
 from indexer_logits import _decode, _topk, _topk_select as S, _topk_tiles as TT
 from indexer_logits._tile_max_rule import rows_width, tile_max_block
-from indexer_logits._topk_launch import bound_kernels
 from indexer_logits._identity import Config, Problem
 from tuner.inputs import make_decode_inputs
 from tuner.render import load_module, render
@@ -163,9 +162,7 @@ def test_paged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, nex
     monkeypatch.setattr(_topk, "EPILOGUE", False)
     idx_off = K.fp8_paged_mqa_topk(*args, 256)
     assert written[-1] is False
-    # (the bound path's summary, one program a row, finds the maxima's range itself: _topk_bound.SUMMARY)
-    own_range = "topk_bound_summary_kernel" if path == "bound" and bound_kernels().SUMMARY else "topk_range_kernel"
-    assert kernels_run.count("topk_tile_max_kernel") == 1 and kernels_run.count(own_range) == 1
+    assert kernels_run.count("topk_tile_max_kernel") == 1 and kernels_run.count("topk_range_kernel") == 1
     assert_same_topk(idx_off, None, logits, 256, lo, hi)
 
 

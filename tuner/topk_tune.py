@@ -125,10 +125,9 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
             return []
         # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 64 bins
         # at most (the keys' one round: 63 bins above the bound); its compaction reading the admitted
-        # keys' segments (its chunk: 7-15% slower at every bucket) in blocks of 512 (1024: 3-16%); the
-        # maxima summarized by one program a row or by the range and histogram kernels' chunks
-        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, SUMMARY=m)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16) for m in (True, False)]
+        # keys' segments (its chunk: 7-15% slower at every bucket) in blocks of 512 (1024: 3-16%)
+        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True)
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)]
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
