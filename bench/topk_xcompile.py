@@ -79,6 +79,10 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         # the bound path: its maxima's range and round 1 are the rounds' kernels above
         *((f"bound: keys above the bound{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
            {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g}, w) for g in (False, True)),
+        # and its count at the tuner's other steps (COUNT_STEP), loading a step ahead (COUNT_PREFETCH)
+        *((f"bound: count, {c} a step{', ahead' if f else ''}{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
+           {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g, "PREFETCH_": f}, w)
+          for c, f, g in ((512, True, True), (1024, False, True), (1024, True, True), (1024, True, False))),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),
@@ -104,7 +108,8 @@ def compile_one(fn, constexprs: dict, k: int, capability: int, num_warps: int) -
     for i, p in enumerate(fn.params):
         if p.is_constexpr:
             signature[p.name] = "constexpr"
-            consts[p.name] = constexprs[p.name]
+            # (a constexpr with a default, named by none of the rows written before it: its default)
+            consts[p.name] = constexprs[p.name] if p.name in constexprs or not p.has_default else p.default
             continue
         value = args[p.name]
         kind, spec = (value, "D") if isinstance(value, str) else _specialize_int(value)

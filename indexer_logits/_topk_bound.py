@@ -55,6 +55,15 @@ TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
 # tuner axis, on by default since every bucket's best setting had it (an H100, 4 buckets, 48 bound
 # settings each: docs/PERF.md, "Top-k: bounded by the tile maxima", measured).
 SEGMENTS = True
+# Keys the keys' count (topk_bound_count_kernel) reads a step, apart from the path's BLOCK (the
+# compaction's step and the chunks' unit): 0 reads BLOCK a step. A tuner axis: the count's step is
+# its one load, digit and prefix sum a step, and its programs' chunks are a few blocks long.
+COUNT_STEP = 0
+# Whether the keys' count loads each step's keys one step ahead (a tuner axis): its steps' block-wide
+# prefix sums (SEGMENTS) hold every warp at a barrier, so without it no warp's next load is in flight
+# there (an H100 at 64 x 32K: the count 9.4 us with its segments, 7.9 without, 3.9 for the keys' read
+# and digits alone; docs/perf_logs/topk_count_step_h100/call3_count_parts.log).
+COUNT_PREFETCH = False
 # The bound's margin below bin t''s lower edge, in maxima bins: scores that round across the edge
 # still land in bins >= 1 (a key of bin 0 must be below k others).
 MARGIN = 1.0 / 16
@@ -113,12 +122,14 @@ def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDO
 def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, k_tiles, ws_ptr,
                             ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr,
                             BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
-                            SEG_: tl.constexpr = False):
+                            SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
     With SEG_, the admitted keys' positions also go to the program's segment (its first seg_cap of
-    them, slots by a prefix sum a block) and their count to counts[row, chunk]."""
+    them, slots by a prefix sum a block) and their count to counts[row, chunk]. With PREFETCH_, a
+    step's keys are loaded one step ahead (the first before the mapping), so that the load is in
+    flight while the warps meet at the step's prefix sum (COUNT_PREFETCH)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -129,6 +140,9 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     n_seg = chunk * 0
     KB: tl.constexpr = 2 * BINS_
     if (end > start) & (hi - lo > k):
+        if PREFETCH_:
+            first = start + tl.arange(0, BLOCK)
+            ahead = tl.load(base + first, mask=first < end, other=0.0)
         m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
         # for the compaction, which reads these bits rather than computing them again: a compiler that
         # fused the mapping's multiply-adds differently there could move a key across a bin edge
@@ -139,7 +153,12 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         for b0 in range(start, end, BLOCK):
             t = b0 + offs
             m = t < end
-            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
+            if PREFETCH_:
+                x = ahead
+                ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
+            else:
+                x = tl.load(base + t, mask=m, other=0.0)
+            d1, d2 = _digits(x, m_lo, scale, KB)
             admitted = m & (d1 > 0)
             tl.atomic_add(st + 16 + d1, 1, mask=admitted, sem="relaxed")
             if SEG_:

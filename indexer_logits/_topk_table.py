@@ -44,9 +44,11 @@ ALLOWED = {
 ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "FIT": (False, True), "OWN_PDL": (False, True), "MERGE": (False, True)}
 # the bound path: the four kernels' settings (its maxima's round and its keys'), its tile (0: the
-# model's), the maxima kernel's step, and whether the compaction reads the admitted keys' segments
+# model's), the maxima kernel's step, whether the compaction reads the admitted keys' segments, and
+# the keys' count's step (0: BLOCK) and whether it loads a step ahead
 ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
-                    "SEGMENTS": (False, True)}
+                    "SEGMENTS": (False, True), "COUNT_STEP": (0, 512, 1024, 2048, 4096),
+                    "COUNT_PREFETCH": (False, True)}
 
 # the resident path (one launch, a row's programs meeting at barriers): keys a program (0: resident_shape's
 # model), keys a step, warps, the four kernels' bins, candidates, their ranking, slots and PDL

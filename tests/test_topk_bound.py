@@ -27,11 +27,14 @@ def _clean_runtime(clean_runtime):
     yield
 
 
-@pytest.fixture(params=[False, True], ids=["chunks", "segments"])
+@pytest.fixture(params=[(False, False), (True, False), (True, True)], ids=["chunks", "segments", "prefetch"])
 def segments(request, monkeypatch):
-    """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS)."""
-    monkeypatch.setattr(B, "SEGMENTS", request.param)
-    return request.param
+    """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
+    count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or not."""
+    monkeypatch.setattr(B, "SEGMENTS", request.param[0])
+    monkeypatch.setattr(B, "COUNT_PREFETCH", request.param[1])
+    monkeypatch.setattr(B, "COUNT_STEP", 1024 if request.param[1] else 0)
+    return request.param[0]
 
 
 def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
@@ -221,7 +224,8 @@ def _random_case(seed: int) -> tuple:
     """(scores [rows, width], k, lo, hi, settings) of one random case: k and the width (from 1 key to
     50k, about k, many k), one to three rows with full, partial or empty windows, one of eight kinds of
     scores (normal, relu, 5 values, sorted up or down, a 1e30 spike, -inf but a prefix, values 1e-30
-    apart, bf16-rounded), and every setting of the path drawn (TILE, BINS, BLOCK, programs, SEGMENTS)."""
+    apart, bf16-rounded), and every setting of the path drawn (TILE, BINS, BLOCK, programs, SEGMENTS,
+    the count's step and its loads a step ahead)."""
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     k = rng.choice([1, 7, 64, 128, 256])
@@ -246,7 +250,8 @@ def _random_case(seed: int) -> tuple:
     lo = torch.tensor([rng.choice([0, 0, rng.randint(0, width)]) for _ in range(rows)], dtype=torch.int32)
     hi = torch.tensor([rng.choice([width, width, rng.randint(0, width + 3)]) for _ in range(rows)], dtype=torch.int32)
     settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64]), BLOCK=rng.choice([512, 1024]),
-                    PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5)
+                    PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
+                    COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5)
     return x, k, lo, hi, settings
 
 
