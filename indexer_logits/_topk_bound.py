@@ -12,7 +12,8 @@ With a row of n keys cut into tiles of TILE (aligned to the window start, as _to
    below bin t''s lower edge and whose bins 1 .. 2 * BINS - 2 split the rest up to the top of the
    maxima's bin holding the ceil(k / TILE)-th largest maximum (_bound_mapping), counting
    the keys of bins 1 and up only (one relaxed atomic a key: a few percent of them); the mapping
-   goes to the row's state words 12 and 13, which the compaction reads;
+   goes to the row's state words 12 and 13, which the compaction reads; with SEGMENTS the admitted
+   keys' positions go to a segment a program (COUNT_LANES: by rows of 32 keys, _count_lanes);
 4. the compaction of _topk_kernels with that one histogram (topk_bound_compact_kernel): the keys
    above the threshold bin to the output, the bin's keys to the candidates, ranked by the row's
    last program (or the exact overflow path), which zeroes both states.
@@ -64,6 +65,25 @@ COUNT_STEP = 0
 # there (an H100 at 64 x 32K: the count 9.4 us with its segments, 7.9 without, 3.9 for the keys' read
 # and digits alone; docs/perf_logs/topk_count_step_h100/call3_count_parts.log).
 COUNT_PREFETCH = False
+# Whether the keys' count reads a step as rows of 32 keys, each row's admitted keys to a sub-segment
+# of its own (a tuner axis, with SEGMENTS): a row's prefix sum and count are its warp's shuffles,
+# where the one-dimensional step's are two passes through shared memory behind barriers, and its
+# atomics and stores are inline PTX on CUDA (tl.atomic_add's and tl.store's coalescing would convert
+# the rows' layout through shared memory again); the program then copies its sub-segments to one
+# segment (a compaction reading sub-segments in place ran 8.4 -> 12.1 us at 64 x 32K: call 6).
+# Probed on an H100 (call 5, count_parts.py): a 164-row block of 64K keys 36.6 -> 23.8 us; 64 x 32K
+# level (its atomics, not its barriers, cost there). None: lanes_for's model.
+COUNT_LANES = None
+# lanes_for: a decode call whose count programs read at least this many steps each. End to end with
+# it (docs/perf_logs/topk_count_step_h100, calls 6-8): 16 steps (64 x 128K) 10-15 us saved, 8 (16 x
+# 256K) 6 us, 4 (64 x 32K) and 2 (1 x 1M) level to 1.6 us lost; a prefill, 10-17% lost.
+LANES_MIN_STEPS = 8
+
+
+def lanes_for(kind, steps: int) -> bool:
+    """COUNT_LANES where a call leaves it to the model (None): on for decode calls (`kind`) whose count
+    programs read at least LANES_MIN_STEPS steps (more steps, more barriers the rows save), off else."""
+    return kind == "decode" and steps >= LANES_MIN_STEPS
 # The bound's margin below bin t''s lower edge, in maxima bins: scores that round across the edge
 # still land in bins >= 1 (a key of bin 0 must be below k others).
 MARGIN = 1.0 / 16
@@ -119,17 +139,79 @@ def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDO
 
 
 @triton.jit
+def _red_add_one(addr, pred):
+    """A relaxed atomic add of 1 at each int32 address where pred: inline PTX, an elementwise op, so
+    the operands keep their layout (a dummy 0 out: the caller folds it into a store, so that nothing
+    drops the op)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.relaxed.gpu.global.add.u32 [$1], 1; mov.u32 $0, 0; }",
+        "=r,l,r", [addr.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _store_where(addr, value, pred):
+    """int32 value to each address where pred (inline PTX, as _red_add_one; a dummy 0 out)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$1], $3; mov.u32 $0, 0; }",
+        "=r,l,r,r", [addr.to(tl.int64), pred.to(tl.int32), value], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _count_lanes(base, start, end, m_lo, scale, hist, seg, seg_cap, BLOCK: tl.constexpr, KB: tl.constexpr,
+                 ASM_: tl.constexpr):
+    """topk_bound_count_kernel's loop with LANES_, returning the program's segment count: a step as
+    BLOCK // 32 rows of 32 keys, row r's admitted keys to sub-segment r of the segment's second half
+    (seg_cap // 2 // rows slots each), then copied after one another to its first half, which the
+    compaction reads as it reads any segment; a count of seg_cap + 1 where a sub-segment overflowed
+    (the compaction then reads its chunk). With ASM_ the loop's atomics and stores are inline PTX."""
+    R: tl.constexpr = BLOCK // 32
+    sub_cap = seg_cap // 2 // R
+    lane_rows = tl.arange(0, R)
+    sub = seg + seg_cap // 2 + lane_rows[:, None] * sub_cap
+    offs = lane_rows[:, None] * 32 + tl.arange(0, 32)[None, :]
+    n_lane = tl.zeros([R], tl.int32)
+    dummy = tl.zeros([R, 32], tl.int32)
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
+        admitted = m & (d1 > 0)
+        slot = n_lane[:, None] + tl.cumsum(admitted.to(tl.int32), 1) - 1
+        if ASM_:
+            dummy += _red_add_one(hist + d1, admitted)
+            dummy += _store_where(sub + slot, t, admitted & (slot < sub_cap))
+        else:
+            tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
+            tl.store(sub + slot, t, mask=admitted & (slot < sub_cap))
+        n_lane += tl.sum(admitted.to(tl.int32), 1)
+    n_lane += tl.sum(dummy, 1)  # (zero)
+    fill = tl.max(n_lane, 0)
+    first = tl.cumsum(n_lane, 0) - n_lane  # each sub-segment's first slot in the first half
+    tl.debug_barrier()  # every thread's sub-segment stores, visible to the threads that copy them
+    if fill <= sub_cap:
+        for c0 in range(0, fill, 32):
+            c = c0 + tl.arange(0, 32)[None, :]
+            held = c < n_lane[:, None]
+            pos = tl.load(sub + c, mask=held, other=0, cache_modifier=".cg")
+            tl.store(seg + first[:, None] + c, pos, mask=held)
+    return tl.where(fill <= sub_cap, tl.sum(n_lane, 0), seg_cap + 1)
+
+
+@triton.jit
 def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, k_tiles, ws_ptr,
                             ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr,
                             BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
-                            SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False):
+                            SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
+                            LANES_: tl.constexpr = False, ASM_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
     With SEG_, the admitted keys' positions also go to the program's segment (its first seg_cap of
     them, slots by a prefix sum a block) and their count to counts[row, chunk]. With PREFETCH_, a
     step's keys are loaded one step ahead (the first before the mapping), so that the load is in
-    flight while the warps meet at the step's prefix sum (COUNT_PREFETCH)."""
+    flight while the warps meet at the step's prefix sum (COUNT_PREFETCH). With SEG_ and LANES_,
+    the step's rows of 32 keys each fill a sub-segment, copied to one segment at the end
+    (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -149,22 +231,25 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         # between the count and the compaction (every program of the row stores the same bits)
         tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
-        offs = tl.arange(0, BLOCK)
-        for b0 in range(start, end, BLOCK):
-            t = b0 + offs
-            m = t < end
-            if PREFETCH_:
-                x = ahead
-                ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
-            else:
-                x = tl.load(base + t, mask=m, other=0.0)
-            d1, d2 = _digits(x, m_lo, scale, KB)
-            admitted = m & (d1 > 0)
-            tl.atomic_add(st + 16 + d1, 1, mask=admitted, sem="relaxed")
-            if SEG_:
-                slot = n_seg + tl.cumsum(admitted.to(tl.int32), 0) - 1
-                tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
-                n_seg += tl.sum(admitted.to(tl.int32), 0)
+        if SEG_ and LANES_:
+            n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_)
+        else:
+            offs = tl.arange(0, BLOCK)
+            for b0 in range(start, end, BLOCK):
+                t = b0 + offs
+                m = t < end
+                if PREFETCH_:
+                    x = ahead
+                    ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
+                else:
+                    x = tl.load(base + t, mask=m, other=0.0)
+                d1, d2 = _digits(x, m_lo, scale, KB)
+                admitted = m & (d1 > 0)
+                tl.atomic_add(st + 16 + d1, 1, mask=admitted, sem="relaxed")
+                if SEG_:
+                    slot = n_seg + tl.cumsum(admitted.to(tl.int32), 0) - 1
+                    tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
+                    n_seg += tl.sum(admitted.to(tl.int32), 0)
     if SEG_:
         tl.store(counts_ptr + at, n_seg)
 

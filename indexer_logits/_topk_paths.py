@@ -152,13 +152,31 @@ def _launch_tile_maxima(launch, s, win, window, T, maxima, ntiles, options) -> N
            chunk, WINDOW=window, TILE_=T, STEP=step, **options)
 
 
+def _lane_rows(s: dict) -> int:
+    """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS: a step's
+    rows of 32 keys), else 0: the second half of its segment (twice the slots), whose slots (a multiple
+    of 64) split evenly among at most 64."""
+    if not (s["COUNT_LANES"] and s["SEGMENTS"]):
+        return 0
+    step = s["COUNT_STEP"] or s["BLOCK"]
+    if step > 2048:
+        raise ValueError(f"settings: COUNT_LANES reads steps of at most 2048 keys, got COUNT_STEP {s['COUNT_STEP']} "
+                         f"and BLOCK {s['BLOCK']}")
+    return step // 32
+
+
 def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     """The shapes of the bound path's buffers (4-byte elements): its tile maxima, tile counts, and with
-    SEGMENTS a segment of positions per program and their counts (none without)."""
+    SEGMENTS a segment of positions per program and their counts (none without; with COUNT_LANES
+    twice the slots: the count's sub-segments in the second half, _topk_bound._count_lanes)."""
     nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
     chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
     nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
-    return (rows, nt), (rows,), (rows, nch, bound_kernels().seg_cap(k, width, chunk) if nch else 0), (rows, nch)
+    cap = bound_kernels().seg_cap(k, width, chunk) if nch else 0
+    lanes = _lane_rows(s)
+    if lanes and cap % lanes:  # (chunks are whole blocks of at least 256 keys: never, but never silently)
+        raise ValueError(f"settings: a segment of {cap} slots does not split into {lanes} sub-segments")
+    return (rows, nt), (rows,), (rows, nch, 2 * cap if lanes else cap), (rows, nch)
 
 
 def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
@@ -189,8 +207,10 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
         launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, **consts)
     launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT, **consts)
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
+    lanes = _lane_rows(s)
+    asm = lanes > 0 and logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
     launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
-           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"],
+           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
            **dict(consts, BLOCK=s["COUNT_STEP"] or s["BLOCK"]))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,

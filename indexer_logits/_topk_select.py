@@ -17,7 +17,7 @@ from ._identity import slugify
 from ._api import get_num_sms
 # (the window modes, _window_args and _pick_chunks: this module's names for the callers and tests that use them)
 from ._topk_launch import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, _window_args, bound_kernels,  # noqa: F401
-                           fused_kernels, kernels, resident_kernels, row_kernels, tiles_kernels)
+                           chunk_size, fused_kernels, kernels, resident_kernels, row_kernels, tiles_kernels)
 from ._topk_paths import (_PATH_CODE, _bound_scratch, _bound_shapes, _pick_chunks, _resident_chunk,  # noqa: F401
                           _tile, _tiles_scratch)
 
@@ -147,6 +147,9 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     if rows == 0:
         return path
     s = path_settings(path, settings)
+    if path == "bound" and s["COUNT_LANES"] is None:  # the model's (_topk_bound.lanes_for)
+        steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // (s["COUNT_STEP"] or s["BLOCK"]))
+        s = dict(s, COUNT_LANES=bound_kernels().lanes_for(kind, steps))
     if path == "resident" and _resident_chunk(rows, width, s, logits.device) is None:
         path, s = "rounds", path_settings("rounds")  # (its programs could not all be resident at once)
     words = rows * state_words(s) if path != "row" else 0  # the state and histograms read
@@ -195,7 +198,7 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
     elif path == "bound":  # the four kernels' settings, its tile and the maxima kernel's step
         s = dict(path_settings("rounds"), TILE=bound_kernels().TILE, STEP_KEYS=tiles_kernels().STEP_KEYS,
                  SEGMENTS=bound_kernels().SEGMENTS, COUNT_STEP=bound_kernels().COUNT_STEP,
-                 COUNT_PREFETCH=bound_kernels().COUNT_PREFETCH)
+                 COUNT_PREFETCH=bound_kernels().COUNT_PREFETCH, COUNT_LANES=bound_kernels().COUNT_LANES)
     elif path == "resident":
         kn, rk = kernels(), resident_kernels()
         s = dict(CHUNK=rk.CHUNK, STEP=rk.STEP, NUM_WARPS=rk.NUM_WARPS, BINS=kn.BINS, CAP=kn.CAP,

@@ -27,14 +27,18 @@ def _clean_runtime(clean_runtime):
     yield
 
 
-@pytest.fixture(params=[(False, False), (True, False), (True, True)], ids=["chunks", "segments", "prefetch"])
+@pytest.fixture(params=[(False, False, False), (True, False, False), (True, True, False), (True, False, True)],
+                ids=["chunks", "segments", "prefetch", "lanes"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
-    count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or not."""
-    monkeypatch.setattr(B, "SEGMENTS", request.param[0])
-    monkeypatch.setattr(B, "COUNT_PREFETCH", request.param[1])
-    monkeypatch.setattr(B, "COUNT_STEP", 1024 if request.param[1] else 0)
-    return request.param[0]
+    count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a
+    sub-segment a row of 32 keys of a step (COUNT_LANES), or neither."""
+    seg, ahead, lanes = request.param
+    monkeypatch.setattr(B, "SEGMENTS", seg)
+    monkeypatch.setattr(B, "COUNT_PREFETCH", ahead)
+    monkeypatch.setattr(B, "COUNT_STEP", 1024 if ahead else 0)
+    monkeypatch.setattr(B, "COUNT_LANES", lanes)
+    return seg
 
 
 def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
@@ -126,14 +130,21 @@ def test_one_value_and_outliers(segments):
 
 
 @needs_interpreter
+@pytest.mark.parametrize("lanes", [False, True], ids=["segment", "lanes"])
 @pytest.mark.parametrize("cap", [1, 7, None])
-def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, monkeypatch):
+def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, lanes, monkeypatch):
     """SEGMENTS: each program's count is the keys it admitted (their sum the keys' histogram's), its
     segment their positions in key order; a program whose segment overflows (a cap of 1 or 7) reads
-    its chunk instead, and the answer is torch's either way."""
+    its chunk instead, and the answer is torch's either way. With COUNT_LANES, a step's row of 32 keys
+    fills a sub-segment (caps of 1 or 7 a sub-segment), copied to the segment in row order: the
+    segment holds the admitted keys, each row's in key order; a program with a sub-segment overflowed
+    counts its segment's slots + 1."""
     monkeypatch.setattr(B, "SEGMENTS", True)
+    monkeypatch.setattr(B, "COUNT_LANES", lanes)
+    step = S.BLOCK  # (the count's step: COUNT_STEP 0)
+    rows_a_step = step // 32 if lanes else 1
     if cap is not None:
-        monkeypatch.setattr(B, "seg_cap", lambda k, width, chunk: cap)
+        monkeypatch.setattr(B, "seg_cap", lambda k, width, chunk: cap * rows_a_step)
     kept = []
     real = S._bound_scratch
     monkeypatch.setattr(S, "_bound_scratch", lambda *a, **kw: kept.append(real(*a, **kw)) or kept[-1])
@@ -144,17 +155,52 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, monkeypatch):
     settings = {"PROGRAMS_PER_SM": 1}
     counted = _keys_counted(x, k, lo, hi, settings, monkeypatch)
     seg, counts = kept[-1][2], kept[-1][3]
-    assert counts.sum(1).tolist() == counted
-    if cap is None:  # every segment held its keys: they are the admitted ones, in key order
+    if cap is None:  # every segment held its keys: they are the admitted ones, in key order (a row's)
+        assert counts.sum(1).tolist() == counted
         chunk = chunk_size(rows, width, S.BLOCK, 1)
         for r in range(rows):
             for c in range(counts.shape[1]):
-                got = seg[r, c, :int(counts[r, c])]
-                assert bool((got[1:] > got[:-1]).all()) and bool(((got >= c * chunk) & (got < (c + 1) * chunk)).all())
+                got = seg[r, c, :int(counts[r, c])].long()
+                assert bool(((got >= c * chunk) & (got < (c + 1) * chunk)).all())
+                lane_row = (got - max(c * chunk, int(lo[r]))) % step // 32 if lanes else torch.zeros_like(got)
+                assert bool((lane_row[1:] >= lane_row[:-1]).all())  # rows one after another
+                same = lane_row[1:] == lane_row[:-1]
+                assert bool((got[1:] > got[:-1])[same].all())  # and a row's keys in key order
+    elif lanes:
+        assert int(counts.max()) == seg.shape[2] + 1  # some program overflowed a sub-segment
     else:
+        assert counts.sum(1).tolist() == counted
         assert int(counts.max()) > cap  # some program overflowed its segment
     idx, val = _select(x, k, lo, hi, path="bound")
     assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+def test_lanes_model(monkeypatch):
+    """COUNT_LANES left to the model (None): on for a decode call whose count programs read at least
+    LANES_MIN_STEPS steps, off for fewer and for every other kind; a setting given is kept; the
+    launches run with what was resolved, and the answer is torch's."""
+    assert B.COUNT_LANES is None
+    assert B.lanes_for("decode", B.LANES_MIN_STEPS) and not B.lanes_for("decode", B.LANES_MIN_STEPS - 1)
+    assert not any(B.lanes_for(kind, 1 << 10) for kind in ("prefill", None))
+    seen = []
+    real = S._PATH_CODE["bound"]
+    monkeypatch.setitem(S._PATH_CODE, "bound", lambda launch, s, *a, **kw: seen.append(s["COUNT_LANES"]) or
+                        real(launch, s, *a, **kw))
+    rows, width, k = 2, 8192, 128
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(9))
+    lens = torch.full((rows,), width, dtype=torch.int32)
+    s = S.path_settings("bound")
+    steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // s["BLOCK"])
+    for min_steps, kind, given, want in ((steps, "decode", None, True), (steps + 1, "decode", None, False),
+                                         (steps, "prefill", None, False), (steps, "decode", False, False),
+                                         (steps + 1, "prefill", True, True)):
+        monkeypatch.setattr(B, "LANES_MIN_STEPS", min_steps)
+        idx = torch.empty(rows, k, dtype=torch.int32)
+        S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, S.workspace(rows, "cpu"), lens=lens, path="bound",
+                      settings=None if given is None else {"COUNT_LANES": given}, kind=kind)
+        assert seen[-1] is want, (min_steps, kind, given)
+        assert_same_topk(idx, None, x, k, torch.zeros(rows, dtype=torch.int32), lens)
 
 
 def test_tile_model():
@@ -225,7 +271,7 @@ def _random_case(seed: int) -> tuple:
     50k, about k, many k), one to three rows with full, partial or empty windows, one of eight kinds of
     scores (normal, relu, 5 values, sorted up or down, a 1e30 spike, -inf but a prefix, values 1e-30
     apart, bf16-rounded), and every setting of the path drawn (TILE, BINS, BLOCK, programs, SEGMENTS,
-    the count's step and its loads a step ahead)."""
+    the count's step, its loads a step ahead, its rows of 32 keys)."""
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     k = rng.choice([1, 7, 64, 128, 256])
@@ -251,7 +297,8 @@ def _random_case(seed: int) -> tuple:
     hi = torch.tensor([rng.choice([width, width, rng.randint(0, width + 3)]) for _ in range(rows)], dtype=torch.int32)
     settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64]), BLOCK=rng.choice([512, 1024]),
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
-                    COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5)
+                    COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
+                    COUNT_LANES=rng.random() < 0.5)
     return x, k, lo, hi, settings
 
 

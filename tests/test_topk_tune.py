@@ -123,7 +123,7 @@ def test_select_rows_serves_the_table_entry_with_its_settings(monkeypatch):
 
 @needs_interpreter
 def test_the_tuner_gates_picks_the_fastest_exact_and_keeps_every_trial(tmp_path, monkeypatch):
-    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
+    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms, kind="decode": {
         "rounds": [dict(BINS=32, RANK_TILE=0), dict(BINS=64, RANK_TILE=32), dict(BINS=64, RANK_TILE=8)],
         "row": [dict(CAP=512, NUM_WARPS=4)]}.get(path, []))
     real = S.select_rows
@@ -171,7 +171,7 @@ def test_a_decode_bucket_is_timed_as_the_decode_top_k_serves_it(tmp_path, monkey
     """A decode bucket: each setting timed through fp8_paged_mqa_topk served by it (S.SERVING, read at
     launch), less the logits call alone; its answer gated too; the entry says its kind, and serves
     decode calls only where an entry of the prefill kind is beside it."""
-    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
+    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms, kind="decode": {
         "rounds": [dict(BINS=32), dict(BINS=64)], "bound": [dict(TILE=4)]}.get(path, []))
     speed = {None: 50.0, ("rounds", None): 60.0, ("rounds", 32): 59.0, ("rounds", 64): 58.0, ("bound", 4): 55.0}
 
@@ -234,9 +234,13 @@ def test_the_space_holds_what_the_h200_taught():
     assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16} and not topk_tune.space("tiles", 64, 32768, 132)
     assert topk_tune.space("tiles", 256, 65536, 132)  # a prefill block of 64K-key rows: tiles is tried there
     assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True}
-    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 148 settings
-    assert sum(len(topk_tune.space(p, r, w, 132)) for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 148
+    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 160 settings
+    # (148, and the bound path's count by rows of 32 keys at four settings of each of its decode buckets)
+    assert sum(len(topk_tune.space(p, r, w, 132, kind))
+               for r, w, kind in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 160
     assert all(s["SEGMENTS"] and s["BLOCK"] == 512 for s in topk_tune.space("bound", 1, 1 << 20, 132))
+    assert sum(s["COUNT_LANES"] for s in topk_tune.space("bound", 64, 1 << 17, 132)) == 4
+    assert not any(s["COUNT_LANES"] for s in topk_tune.space("bound", 256, 1 << 16, 132, "prefill"))
     bound = topk_tune.space("bound", 64, 32768, 132)
     assert bound and {s["TILE"] for s in bound} == {0, 4, 16} and all(s["BINS"] <= 64 for s in bound)
     assert not topk_tune.space("bound", 128, 8192, 132)  # fewer than 2k tiles of 4 a row

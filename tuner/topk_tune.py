@@ -100,8 +100,9 @@ def mismatched_rows(ours, logits, lo, hi, k) -> int:
     return int((ours.sort(dim=1).values != ref_sets(logits, lo, hi, k)).any(dim=1).sum())
 
 
-def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
-    """The settings tried for `path` at this shape (module docstring): [] where the path does not suit it."""
+def space(path: str, rows: int, width: int, sms: int, kind: str = "decode") -> list[dict]:
+    """The settings tried for `path` at this shape and kind (module docstring): [] where the path does
+    not suit it."""
     if path == "rounds":
         # blocks of 512 keys and rank tiles of 32 (1024: up to 11% slower, rank tile 0: up to 6%, never
         # faster: the H100's tunes); 4 programs an SM only pays on a row or two, so all three stay
@@ -126,8 +127,15 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 64 bins
         # at most (the keys' one round: 63 bins above the bound); its compaction reading the admitted
         # keys' segments (its chunk: 7-15% slower at every bucket) in blocks of 512 (1024: 3-16%)
-        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)]
+        # and, for decode, its count by rows of 32 keys (COUNT_LANES) at the tiles and bins the H100's tunes
+        # kept: 10-15 us saved at 64 x 128K and 6 at 16 x 256K, level at 64 x 32K and 1 x 1M; a prefill
+        # bucket's selection alone timed it faster too (108.5 us against 125.9), but the 4096 x 64K prefill
+        # end to end ran 10-17% slower with it, on an H200 and an H100, for a reason not yet found, so
+        # prefill buckets keep it off (docs/PERF.md, "Top-k: the bound path's chain and its count")
+        lanes = [dict(TILE=t, BINS=64, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=True)
+                 for t in (0, 16) for p in (8, 16)] if kind == "decode" else []
+        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
@@ -209,7 +217,7 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     best = None
     for path in paths:
         t0, tried = time.time(), []
-        for settings in space(path, rows, width, sms):
+        for settings in space(path, rows, width, sms, kind):
             trial = {"rows": rows, "width": width, "kind": kind, "k": k, "path": path, "settings": settings}
             try:
                 exact = True
