@@ -2,7 +2,9 @@
 indexer_logits._topk_bound.topk_bound_count_kernel (a program a row and chunk, the runtime's chunks,
 BLOCK keys a step), with its parts switched on one at a time: the digit of each key, the relaxed
 atomic of each admitted key into its row's histogram, the admitted keys' positions to the program's
-segment (a block-wide prefix sum a step). Alone on one GPU (CUDA graphs of 4 launches, the best of
+segment (a block-wide prefix sum a step); then lane_probe, the same with a step as rows of 32 keys
+whose prefix sums stay within a warp (sub-segments a row), its atomics and stores as inline PTX or
+not. Alone on one GPU (CUDA graphs of 4 launches, the best of
 alternated rounds), over real logits: decode 64 x 32K (fp8_paged_mqa_logits) and a 164-row block of
 the 4096 x 64K prefill (fp8_mqa_logits); the mapping admits each row's ~2,500 best keys, as the
 bound does on these logits (docs/PERF.md, "The bound path measured"). A diagnostic, not the product:
@@ -69,6 +71,66 @@ def count_probe(logits_ptr, stride_row, width, chunk_len, map_ptr, hist_ptr, seg
     tl.store(counts_ptr + at, n_seg + tl.sum(acc, 0))
 
 
+@triton.jit
+def _red_add_one(addr, pred):
+    """A relaxed atomic add of 1 at each address where pred (inline PTX: an elementwise op keeps its
+    operands' layout, where tl.atomic_add's coalescing would convert it through shared memory)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.relaxed.gpu.global.add.u32 [$1], 1; mov.u32 $0, 0; }",
+        "=r,l,r", [addr, pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _store_where(addr, value, pred):
+    """value to each address where pred (inline PTX, as _red_add_one)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$1], $3; mov.u32 $0, 0; }",
+        "=r,l,r,r", [addr, pred.to(tl.int32), value], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def lane_probe(logits_ptr, stride_row, width, chunk_len, map_ptr, hist_ptr, seg_ptr, seg_cap, counts_ptr,
+               BLOCK: tl.constexpr, KB_: tl.constexpr, SEG: tl.constexpr, ASM: tl.constexpr):
+    """count_probe's "all" with a step as BLOCK / 32 rows of 32 keys, each row's admitted keys to a
+    sub-segment of its own: the prefix sum and count along a row are a warp's shuffles, no barrier
+    (where its layout gives a row to a warp's 32 lanes); with ASM, the atomics and the segments'
+    stores as inline PTX (no layout conversion either)."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    base = logits_ptr + row.to(tl.int64) * stride_row
+    m_lo = tl.load(map_ptr + 2 * row)
+    scale = tl.load(map_ptr + 2 * row + 1)
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, width)
+    at = row * tl.num_programs(1) + chunk
+    R: tl.constexpr = BLOCK // 32
+    sub_cap = seg_cap // R
+    r = tl.arange(0, R)
+    hist = hist_ptr + row * KB_
+    seg = seg_ptr + at.to(tl.int64) * seg_cap + r[:, None] * sub_cap
+    n_seg = tl.zeros([R], tl.int32)
+    offs = r[:, None] * 32 + tl.arange(0, 32)[None, :]
+    dummy = tl.zeros([R, 32], tl.int32)
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        x = tl.load(base + t, mask=m, other=0.0)
+        d1, d2 = _digits(x, m_lo, scale, KB_)
+        admitted = m & (d1 > 0)
+        if ASM:
+            dummy += _red_add_one((hist + d1).to(tl.int64), admitted)
+        else:
+            tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
+        if SEG:
+            slot = n_seg[:, None] + tl.cumsum(admitted.to(tl.int32), 1) - 1
+            if ASM:
+                dummy += _store_where((seg + slot).to(tl.int64), t, admitted & (slot < sub_cap))
+            else:
+                tl.store(seg + slot, t, mask=admitted & (slot < sub_cap))
+            n_seg += tl.sum(admitted.to(tl.int32), 1)
+    tl.store(counts_ptr + at * R + r, n_seg + tl.sum(dummy, 1))
+
+
 def mapping(logits: torch.Tensor) -> torch.Tensor:
     """Per row (m_lo, scale): bin 0 below the row's ADMIT-th best score, KB - 2 bins from there to its
     best (the bound's shape: _topk_bound._bound_mapping)."""
@@ -93,6 +155,13 @@ def time_parts(logits: torch.Tensor, programs_per_sm: int, rounds: int) -> dict:
             def fn(d=d, a=a, s=s, grid=grid, chunk=chunk, seg=seg, counts=counts, block=block):
                 count_probe[grid](logits, logits.stride(0), width, chunk, maps, hist, seg, chunk, counts, BLOCK=block,
                                   KB_=KB, DIGITS=bool(d), ATOMIC=bool(a), SEG=bool(s), num_warps=4)
+            fn()
+            fns[f"{name}, {block}"] = fn
+        lane_counts = torch.empty(rows, grid[1], block // 32, dtype=torch.int32, device="cuda")
+        for name, (s, a) in {"lanes": (1, 0), "lanes, asm": (1, 1), "lanes, asm, no segments": (0, 1)}.items():
+            def fn(s=s, a=a, grid=grid, chunk=chunk, seg=seg, block=block):
+                lane_probe[grid](logits, logits.stride(0), width, chunk, maps, hist, seg, chunk, lane_counts,
+                                 BLOCK=block, KB_=KB, SEG=bool(s), ASM=bool(a), num_warps=4)
             fn()
             fns[f"{name}, {block}"] = fn
     torch.cuda.synchronize()
