@@ -152,13 +152,18 @@ def _launch_tile_maxima(launch, s, win, window, T, maxima, ntiles, options) -> N
            chunk, WINDOW=window, TILE_=T, STEP=step, **options)
 
 
+def _count_step(s: dict) -> int:
+    """Keys the bound path's count reads a step: COUNT_STEP, or the path's BLOCK where that is 0."""
+    return s["COUNT_STEP"] or s["BLOCK"]
+
+
 def _lane_rows(s: dict) -> int:
     """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS: a step's
     rows of 32 keys), else 0: the second half of its segment (twice the slots), whose slots (a multiple
     of 64) split evenly among at most 64."""
     if not (s["COUNT_LANES"] and s["SEGMENTS"]):
         return 0
-    step = s["COUNT_STEP"] or s["BLOCK"]
+    step = _count_step(s)
     if step > 2048:
         raise ValueError(f"settings: COUNT_LANES reads steps of at most 2048 keys, got COUNT_STEP {s['COUNT_STEP']} "
                          f"and BLOCK {s['BLOCK']}")
@@ -211,7 +216,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     asm = lanes > 0 and logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
     launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
            MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
-           **dict(consts, BLOCK=s["COUNT_STEP"] or s["BLOCK"]))
+           **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],

@@ -18,8 +18,8 @@ from ._api import get_num_sms
 # (the window modes, _window_args and _pick_chunks: this module's names for the callers and tests that use them)
 from ._topk_launch import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, _window_args, bound_kernels,  # noqa: F401
                            chunk_size, fused_kernels, kernels, resident_kernels, row_kernels, tiles_kernels)
-from ._topk_paths import (_PATH_CODE, _bound_scratch, _bound_shapes, _pick_chunks, _resident_chunk,  # noqa: F401
-                          _tile, _tiles_scratch)
+from ._topk_paths import (_PATH_CODE, _bound_scratch, _bound_shapes, _count_step, _pick_chunks,  # noqa: F401
+                          _resident_chunk, _tile, _tiles_scratch)
 
 # Launch settings: the best of bench.topk --sweep on the H200 (selection alone, 4 decode shapes;
 # docs/PERF.md "Top-k"): 64 bins, 512 keys a step, 4 warps, 8 programs per SM, PDL on.
@@ -148,7 +148,7 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
         return path
     s = path_settings(path, settings)
     if path == "bound" and s["COUNT_LANES"] is None:  # the model's (_topk_bound.lanes_for)
-        steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // (s["COUNT_STEP"] or s["BLOCK"]))
+        steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
         s = dict(s, COUNT_LANES=bound_kernels().lanes_for(kind, steps))
     if path == "resident" and _resident_chunk(rows, width, s, logits.device) is None:
         path, s = "rounds", path_settings("rounds")  # (its programs could not all be resident at once)

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import indexer_logits as K  # noqa: E402
 from bench.topk import best_alternated, graph_us  # noqa: E402
+from indexer_logits._topk_bound import _red_add_one, _store_where  # noqa: E402
 from indexer_logits._topk_digits import _digits  # noqa: E402
 from indexer_logits._topk_launch import chunk_size  # noqa: E402
 from tuner.inputs import make_decode_inputs, make_prefill_inputs  # noqa: E402
@@ -36,19 +37,24 @@ ADMIT = 2500  # keys admitted a row
 
 
 @triton.jit
+def _probe_program(logits_ptr, stride_row, width, chunk_len, map_ptr):
+    """(row, row's logits, its mapping m_lo and scale, the chunk's start and end, the program's index)
+    of a probe's program: a program a row and chunk, as the count's."""
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    start = chunk * chunk_len
+    return (row, logits_ptr + row.to(tl.int64) * stride_row, tl.load(map_ptr + 2 * row),
+            tl.load(map_ptr + 2 * row + 1), start, tl.minimum(start + chunk_len, width),
+            row * tl.num_programs(1) + chunk)
+
+
+@triton.jit
 def count_probe(logits_ptr, stride_row, width, chunk_len, map_ptr, hist_ptr, seg_ptr, seg_cap, counts_ptr,
                 BLOCK: tl.constexpr, KB_: tl.constexpr, DIGITS: tl.constexpr, ATOMIC: tl.constexpr,
                 SEG: tl.constexpr):
-    row = tl.program_id(0)
-    chunk = tl.program_id(1)
-    base = logits_ptr + row.to(tl.int64) * stride_row
-    m_lo = tl.load(map_ptr + 2 * row)
-    scale = tl.load(map_ptr + 2 * row + 1)
-    start = chunk * chunk_len
-    end = tl.minimum(start + chunk_len, width)
-    at = row * tl.num_programs(1) + chunk
+    row, base, m_lo, scale, start, end, at = _probe_program(logits_ptr, stride_row, width, chunk_len, map_ptr)
     seg = seg_ptr + at.to(tl.int64) * seg_cap
-    n_seg = chunk * 0
+    n_seg = at * 0
     acc = tl.zeros([BLOCK], tl.int32)
     offs = tl.arange(0, BLOCK)
     for b0 in range(start, end, BLOCK):
@@ -72,37 +78,13 @@ def count_probe(logits_ptr, stride_row, width, chunk_len, map_ptr, hist_ptr, seg
 
 
 @triton.jit
-def _red_add_one(addr, pred):
-    """A relaxed atomic add of 1 at each address where pred (inline PTX: an elementwise op keeps its
-    operands' layout, where tl.atomic_add's coalescing would convert it through shared memory)."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.relaxed.gpu.global.add.u32 [$1], 1; mov.u32 $0, 0; }",
-        "=r,l,r", [addr, pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _store_where(addr, value, pred):
-    """value to each address where pred (inline PTX, as _red_add_one)."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$1], $3; mov.u32 $0, 0; }",
-        "=r,l,r,r", [addr, pred.to(tl.int32), value], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def lane_probe(logits_ptr, stride_row, width, chunk_len, map_ptr, hist_ptr, seg_ptr, seg_cap, counts_ptr,
                BLOCK: tl.constexpr, KB_: tl.constexpr, SEG: tl.constexpr, ASM: tl.constexpr):
     """count_probe's "all" with a step as BLOCK / 32 rows of 32 keys, each row's admitted keys to a
     sub-segment of its own: the prefix sum and count along a row are a warp's shuffles, no barrier
     (where its layout gives a row to a warp's 32 lanes); with ASM, the atomics and the segments'
-    stores as inline PTX (no layout conversion either)."""
-    row = tl.program_id(0)
-    chunk = tl.program_id(1)
-    base = logits_ptr + row.to(tl.int64) * stride_row
-    m_lo = tl.load(map_ptr + 2 * row)
-    scale = tl.load(map_ptr + 2 * row + 1)
-    start = chunk * chunk_len
-    end = tl.minimum(start + chunk_len, width)
-    at = row * tl.num_programs(1) + chunk
+    stores as inline PTX (the product's _red_add_one and _store_where: no layout conversion either)."""
+    row, base, m_lo, scale, start, end, at = _probe_program(logits_ptr, stride_row, width, chunk_len, map_ptr)
     R: tl.constexpr = BLOCK // 32
     sub_cap = seg_cap // R
     r = tl.arange(0, R)
@@ -118,13 +100,13 @@ def lane_probe(logits_ptr, stride_row, width, chunk_len, map_ptr, hist_ptr, seg_
         d1, d2 = _digits(x, m_lo, scale, KB_)
         admitted = m & (d1 > 0)
         if ASM:
-            dummy += _red_add_one((hist + d1).to(tl.int64), admitted)
+            dummy += _red_add_one(hist + d1, admitted)
         else:
             tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
         if SEG:
             slot = n_seg[:, None] + tl.cumsum(admitted.to(tl.int32), 1) - 1
             if ASM:
-                dummy += _store_where((seg + slot).to(tl.int64), t, admitted & (slot < sub_cap))
+                dummy += _store_where(seg + slot, t, admitted & (slot < sub_cap))
             else:
                 tl.store(seg + slot, t, mask=admitted & (slot < sub_cap))
             n_seg += tl.sum(admitted.to(tl.int32), 1)
