@@ -48,7 +48,7 @@ def with_settings(values: dict, fn):
         saved = {n: getattr(B, n) for n in values}
         try:
             for n, v in values.items():
-                setattr(B, n, type(saved[n])(v))
+                setattr(B, n, bool(v) if saved[n] is None else type(saved[n])(v))  # (None: a model's choice)
             return fn()
         finally:
             for n, v in saved.items():
