@@ -11,8 +11,10 @@ faster. Four views of the same call:
    prefill's own logits), and the count's segments: programs whose segment overflowed, and the mean fill.
 
     python3 docs/perf_logs/topk_prefill_blocks/prefill_probe.py [--shape 4096x65536]
-        [--variants EPILOGUE=0,EPILOGUE=1,EPILOGUE=1+COUNT_LANES=1]
-        [--out FILE]
+        [--variants COUNT_LANES=0,COUNT_LANES=1] [--block-rows 132,165,198] [--out FILE]
+
+(Call 1 ran it at commit 62babd6 with --variants EPILOGUE=0,EPILOGUE=1,EPILOGUE=0+COUNT_LANES=1,
+EPILOGUE=1+COUNT_LANES=1: the prefill epilogue it timed was reverted after it.)
 """
 
 import argparse
@@ -108,9 +110,10 @@ def segments_seen(fn) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="4096x65536")
-    ap.add_argument("--variants", default="EPILOGUE=0,EPILOGUE=1,EPILOGUE=0+COUNT_LANES=1,EPILOGUE=1+COUNT_LANES=1")
-    ap.add_argument("--k", type=int, default=2048)
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--variants", default="COUNT_LANES=0,COUNT_LANES=1")
+    ap.add_argument("--block-rows", default="",
+                    help="comma-separated: also end to end with blocks of these many rows (max_scratch_bytes sized for "
+                         "them under each variant's buffers), each variant, alternated")
     a = ap.parse_args()
     rows, keys = (int(x) for x in a.shape.split("x"))
     k = a.k
@@ -152,6 +155,20 @@ def main() -> int:
     for name, fn in sel.items():
         result["variants"][name]["block_selection_graph_us"] = graph_us(fn)
         result["variants"][name]["block_selection_eager_us"] = eager_us(fn)
+    sizes = [int(x) for x in a.block_rows.split(",") if x]
+    if sizes:
+        fns_sized, result["sized_bytes"] = {"logits": fns_all["logits"]}, {}
+        for n in sizes:
+            for name, vals in variants.items():
+                label = f"{name} @{n} rows"
+                budget = with_settings(vals, lambda n=n: n * (keys * 4 + S.scratch_bytes_per_row(n, keys, k, "cuda")))()
+                got = with_settings(vals, lambda b=budget: K._topk.scratch_rows(rows, keys, b, k, "cuda"))()
+                result["sized_bytes"][label] = (budget, got)  # (the budget, the block's rows it gives)
+                fns_sized[label] = with_settings(vals, lambda b=budget: K.fp8_mqa_topk(*args, k, out=out,
+                                                                                      max_scratch_bytes=b))
+                fns_sized[label]()
+                result["variants"][name][f"bad_rows@{n}"] = sampled_mismatches(inp, out.clone(), k)[0]
+        result["sized_e2e_us"] = best_alternated(fns_sized, 3, timer=eager_us)
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=1))
     print(json.dumps({k_: v for k_, v in result.items() if k_ != "variants"}))
@@ -162,7 +179,13 @@ def main() -> int:
         print(f"  segments {v['segments']}")
         print(f"  block selection: graph {v['block_selection_graph_us']:.1f} us, eager {v['block_selection_eager_us']:.1f}")
         print("  kernels (launches, us a call): " + ", ".join(f"{n} x{c} {us}" for n, c, us in v["kernels"]))
-    return 1 if any(v["bad_rows"] for v in result["variants"].values()) else 0
+    for label, us in result.get("sized_e2e_us", {}).items():
+        if label != "logits":
+            budget, got = result["sized_bytes"][label]
+            print(f"{label:32s} ({budget / 2**20:5.1f} MiB, blocks of {got} rows): {us:8.0f} us "
+                  f"({us / result['sized_e2e_us']['logits']:.3f} of the logits)")
+    bad = [v for r in result["variants"].values() for n, v in r.items() if n.startswith("bad_rows")]
+    return 1 if any(bad) else 0
 
 
 if __name__ == "__main__":
