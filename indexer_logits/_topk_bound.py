@@ -76,7 +76,9 @@ COUNT_PREFETCH = False
 COUNT_LANES = None
 # lanes_for: a decode call whose count programs read at least this many steps each. End to end with
 # it (docs/perf_logs/topk_count_step_h100, calls 6-8): 16 steps (64 x 128K) 10-15 us saved, 8 (16 x
-# 256K) 6 us, 4 (64 x 32K) and 2 (1 x 1M) level to 1.6 us lost; a prefill, 10-17% lost.
+# 256K) 6 us, 4 (64 x 32K) and 2 (1 x 1M) level to 1.6 us lost; a prefill, 10-17% lost, through its blocks:
+# the doubled segments shrink a block's rows within the scratch budget (164 -> 142 at 4096 x 64K), and the
+# logits in more, smaller blocks cost more than the count saves (docs/PERF.md, "Top-k: the prefill's blocks").
 LANES_MIN_STEPS = 8
 
 
