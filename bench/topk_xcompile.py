@@ -83,10 +83,12 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         *((f"bound: count, {c} a step{', ahead' if f else ''}{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
            {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g, "PREFETCH_": f}, w)
           for c, f, g in ((512, True, True), (1024, False, True), (1024, True, True), (1024, True, False))),
-        # and its count by rows of 32 keys (COUNT_LANES: inline PTX)
-        *((f"bound: count, {c} a step, lanes (SEGMENTS)", B.topk_bound_count_kernel,
-           {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "LANES_": True, "ASM_": True}, w)
-          for c in (512, 1024)),
+        # and its count by rows of 32 keys (COUNT_LANES: inline PTX), its sub-segments packed through
+        # registers at the most slots it takes (SUB_SLOTS) and at a typical 64 a sub-segment
+        *((f"bound: count, {c} a step, lanes, {p} a sub-segment (SEGMENTS)", B.topk_bound_count_kernel,
+           {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "LANES_": True, "ASM_": True,
+            "SUB_P2": p}, w)
+          for c in (512, 1024) for p in (64, B.SUB_SLOTS // (c // 32))),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),

@@ -69,8 +69,10 @@ COUNT_PREFETCH = False
 # of its own (a tuner axis, with SEGMENTS): a row's prefix sum and count are its warp's shuffles,
 # where the one-dimensional step's are two passes through shared memory behind barriers, and its
 # atomics and stores are inline PTX on CUDA (tl.atomic_add's and tl.store's coalescing would convert
-# the rows' layout through shared memory again); the program then copies its sub-segments to one
-# segment (a compaction reading sub-segments in place ran 8.4 -> 12.1 us at 64 x 32K: call 6).
+# the rows' layout through shared memory again); the program then packs its sub-segments into one
+# segment in place (a compaction reading sub-segments where they lie ran 8.4 -> 12.1 us at 64 x 32K:
+# call 6; packed beside them, in a segment of twice the slots, a prefill's blocks shrank: PERF.md,
+# "Top-k: the prefill's blocks").
 # Probed on an H100 (call 5, count_parts.py): a 164-row block of 64K keys 36.6 -> 23.8 us; 64 x 32K
 # level (its atomics, not its barriers, cost there). None: lanes_for's model.
 COUNT_LANES = None
@@ -80,6 +82,9 @@ COUNT_LANES = None
 # the doubled segments shrink a block's rows within the scratch budget (164 -> 142 at 4096 x 64K), and the
 # logits in more, smaller blocks cost more than the count saves (docs/PERF.md, "Top-k: the prefill's blocks").
 LANES_MIN_STEPS = 8
+# The count by rows packs its sub-segments through registers: at most this many slots in all (a
+# sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
+SUB_SLOTS = 4096
 
 
 def lanes_for(kind, steps: int) -> bool:
@@ -160,16 +165,18 @@ def _store_where(addr, value, pred):
 
 @triton.jit
 def _count_lanes(base, start, end, m_lo, scale, hist, seg, seg_cap, BLOCK: tl.constexpr, KB: tl.constexpr,
-                 ASM_: tl.constexpr):
+                 ASM_: tl.constexpr, SUB_P2: tl.constexpr):
     """topk_bound_count_kernel's loop with LANES_, returning the program's segment count: a step as
-    BLOCK // 32 rows of 32 keys, row r's admitted keys to sub-segment r of the segment's second half
-    (seg_cap // 2 // rows slots each), then copied after one another to its first half, which the
-    compaction reads as it reads any segment; a count of seg_cap + 1 where a sub-segment overflowed
-    (the compaction then reads its chunk). With ASM_ the loop's atomics and stores are inline PTX."""
+    BLOCK // 32 rows of 32 keys, row r's admitted keys to sub-segment r of the segment (sub_cap slots
+    each: seg_cap // rows, at most SUB_P2), then every sub-segment read into registers at once and
+    stored back one after another from the segment's start, which the compaction reads as it reads
+    any segment (so the segment is no larger than without lanes); a count of seg_cap + 1 where a
+    sub-segment overflowed (the compaction then reads its chunk). With ASM_ the loop's atomics and
+    stores are inline PTX."""
     R: tl.constexpr = BLOCK // 32
-    sub_cap = seg_cap // 2 // R
+    sub_cap = tl.minimum(seg_cap // R, SUB_P2)
     lane_rows = tl.arange(0, R)
-    sub = seg + seg_cap // 2 + lane_rows[:, None] * sub_cap
+    sub = seg + lane_rows[:, None] * sub_cap
     offs = lane_rows[:, None] * 32 + tl.arange(0, 32)[None, :]
     n_lane = tl.zeros([R], tl.int32)
     dummy = tl.zeros([R, 32], tl.int32)
@@ -188,14 +195,14 @@ def _count_lanes(base, start, end, m_lo, scale, hist, seg, seg_cap, BLOCK: tl.co
         n_lane += tl.sum(admitted.to(tl.int32), 1)
     n_lane += tl.sum(dummy, 1)  # (zero)
     fill = tl.max(n_lane, 0)
-    first = tl.cumsum(n_lane, 0) - n_lane  # each sub-segment's first slot in the first half
-    tl.debug_barrier()  # every thread's sub-segment stores, visible to the threads that copy them
+    first = tl.cumsum(n_lane, 0) - n_lane  # each sub-segment's first slot once packed
+    tl.debug_barrier()  # every thread's sub-segment stores, visible to the threads that read them
     if fill <= sub_cap:
-        for c0 in range(0, fill, 32):
-            c = c0 + tl.arange(0, 32)[None, :]
-            held = c < n_lane[:, None]
-            pos = tl.load(sub + c, mask=held, other=0, cache_modifier=".cg")
-            tl.store(seg + first[:, None] + c, pos, mask=held)
+        c = tl.arange(0, SUB_P2)[None, :]
+        held = c < n_lane[:, None]
+        pos = tl.load(sub + c, mask=held, other=0, cache_modifier=".cg")
+        tl.debug_barrier()  # every slot read before any is overwritten (a row moves to a lower slot)
+        tl.store(seg + first[:, None] + c, pos, mask=held)
     return tl.where(fill <= sub_cap, tl.sum(n_lane, 0), seg_cap + 1)
 
 
@@ -204,7 +211,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                             ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr,
                             BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
                             SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
-                            LANES_: tl.constexpr = False, ASM_: tl.constexpr = False):
+                            LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
@@ -212,8 +219,8 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     them, slots by a prefix sum a block) and their count to counts[row, chunk]. With PREFETCH_, a
     step's keys are loaded one step ahead (the first before the mapping), so that the load is in
     flight while the warps meet at the step's prefix sum (COUNT_PREFETCH). With SEG_ and LANES_,
-    the step's rows of 32 keys each fill a sub-segment, copied to one segment at the end
-    (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX)."""
+    the step's rows of 32 keys each fill a sub-segment of at most SUB_P2 slots, packed into one
+    segment at the end (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -234,7 +241,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
         if SEG_ and LANES_:
-            n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_)
+            n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_, SUB_P2)
         else:
             offs = tl.arange(0, BLOCK)
             for b0 in range(start, end, BLOCK):

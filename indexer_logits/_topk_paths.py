@@ -159,8 +159,7 @@ def _count_step(s: dict) -> int:
 
 def _lane_rows(s: dict) -> int:
     """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS: a step's
-    rows of 32 keys), else 0: the second half of its segment (twice the slots), whose slots (a multiple
-    of 64) split evenly among at most 64."""
+    rows of 32 keys), else 0: its segment's slots (a multiple of 64) split evenly among at most 64."""
     if not (s["COUNT_LANES"] and s["SEGMENTS"]):
         return 0
     step = _count_step(s)
@@ -172,8 +171,8 @@ def _lane_rows(s: dict) -> int:
 
 def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     """The shapes of the bound path's buffers (4-byte elements): its tile maxima, tile counts, and with
-    SEGMENTS a segment of positions per program and their counts (none without; with COUNT_LANES
-    twice the slots: the count's sub-segments in the second half, _topk_bound._count_lanes)."""
+    SEGMENTS a segment of positions per program and their counts (none without; with COUNT_LANES the
+    count's sub-segments in it, packed in place: _topk_bound._count_lanes)."""
     nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
     chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
     nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
@@ -181,7 +180,7 @@ def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     lanes = _lane_rows(s)
     if lanes and cap % lanes:  # (chunks are whole blocks of at least 256 keys: never, but never silently)
         raise ValueError(f"settings: a segment of {cap} slots does not split into {lanes} sub-segments")
-    return (rows, nt), (rows,), (rows, nch, 2 * cap if lanes else cap), (rows, nch)
+    return (rows, nt), (rows,), (rows, nch, cap), (rows, nch)
 
 
 def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None) -> tuple:
@@ -214,9 +213,11 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
     asm = lanes > 0 and logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
+    # (the sub-segments' slots as a power of two: the registers the count packs them through)
+    sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
     launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
            MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
-           **dict(consts, BLOCK=_count_step(s)))
+           **sub, **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],

@@ -1,12 +1,26 @@
-# Device call 2 (2026-12-05, thirteenth session), after call 1 found the count by rows (COUNT_LANES) losing
-# through the block's rows (its doubled segments count in the scratch budget: blocks of 142 rows, 29 blocks,
-# the logits in blocks 5125 us against 4613 for 25 blocks of 164) while its count was faster (34.3 -> 26.8 us a
-# block). Are the blocked logits bound by whole waves of the ragged kernel? Its grid is (rows / 4) x 32 chunks
-# at 64K keys, 222 registers at 4 warps: two programs an SM, 264 a wave, so 33 rows a wave: 132 rows are 4
-# whole waves, 165 five, 198 six; 164 (4.97) nearly five; 142 (4.3) wastes most of a fifth.
-# Predicted (before the run): with lanes off and on, blocks of 132, 165 and 198 rows take the logits in blocks
-# within ~2-3% of the whole call's (4331 us); lanes at the same rows ~190 us faster end to end (1.49 -> ~1.44).
+# Device call 2 (2026-12-05, thirteenth session). Call 1 found the count by rows (COUNT_LANES) losing on the
+# 4096x64K prefill through its blocks: its segments of twice the slots (the sub-segments beside the packed
+# one) shrank a block to 142 rows (29 blocks; the logits in blocks 5125 us against 4613 for 25 of 164) while
+# its count was faster (34.3 -> 26.8 us a block). Now the count packs its sub-segments in place through
+# registers (_topk_bound._count_lanes, SUB_P2), so its segments are no larger than without lanes.
+# Predicted (before the run):
+# - prefill, blocks of 164 rows either way: the count ~34 -> ~27 us a block (-190 us a call), the compaction
+#   +0-1 us a block; end to end 1.49 -> ~1.45 of the logits;
+# - --block-rows 132,165,198: the blocked logits nearer the whole call's (4331 us) the larger the block
+#   (per-block tails, ~11 us each), 198 rows ~100 us faster end to end than 164;
+# - decode 64x128K and 16x256K with lanes as in call 7 of topk_count_step_h100 (10 and 6 us saved), 64x32K
+#   and 1x1M level: the packing's extra barrier costs < 0.5 us;
+# - the bound GPU tests pass with lanes forced on.
 set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
-timeout 400 python3 docs/perf_logs/topk_prefill_blocks/prefill_probe.py --block-rows 132,142,165,198 --out $OUT/prefill_probe.json > $OUT/prefill_probe.log 2>&1
-tail -14 $OUT/prefill_probe.log
+timeout 260 python3 docs/perf_logs/topk_prefill_blocks/prefill_probe.py --block-rows 132,165,198 --out $OUT/prefill_probe.json > $OUT/prefill_probe.log 2>&1
+tail -18 $OUT/prefill_probe.log
+timeout 150 python3 docs/perf_logs/topk_count_step_h100/count_ab.py --prefill "" --cases 64x32768,64x131072,1x1048576,16x262144 \
+  --variants COUNT_LANES=0,COUNT_LANES=1 --out $OUT/count_ab.json > $OUT/count_ab.log 2>&1
+tail -8 $OUT/count_ab.log
+timeout 120 python3 -c "
+import sys, pytest
+from indexer_logits import _topk_bound as B
+B.COUNT_LANES = True
+sys.exit(pytest.main(['-q', 'tests/test_topk_gpu.py', '-k', 'bound or ragged']))" > $OUT/gpu_tests_lanes.log 2>&1
+tail -3 $OUT/gpu_tests_lanes.log
