@@ -76,11 +76,13 @@ COUNT_PREFETCH = False
 # Probed on an H100 (call 5, count_parts.py): a 164-row block of 64K keys 36.6 -> 23.8 us; 64 x 32K
 # level (its atomics, not its barriers, cost there). None: lanes_for's model.
 COUNT_LANES = None
-# lanes_for: a decode call whose count programs read at least this many steps each. End to end with
-# it (docs/perf_logs/topk_count_step_h100, calls 6-8): 16 steps (64 x 128K) 10-15 us saved, 8 (16 x
-# 256K) 6 us, 4 (64 x 32K) and 2 (1 x 1M) level to 1.6 us lost; a prefill, 10-17% lost, through its blocks:
-# the doubled segments shrink a block's rows within the scratch budget (164 -> 142 at 4096 x 64K), and the
-# logits in more, smaller blocks cost more than the count saves (docs/PERF.md, "Top-k: the prefill's blocks").
+# lanes_for: a call whose count programs read at least this many steps each. End to end with it (decode:
+# docs/perf_logs/topk_count_step_h100, calls 6-8; prefill: topk_prefill_blocks, call 2, an H100): 16 steps
+# (64 x 128K) 10-18 us saved, 8 (16 x 256K) 6 us, 4 (64 x 32K) and 2 (1 x 1M) level to 1.6 us lost; the
+# 4096 x 64K prefill's blocks of 164 rows (11 steps) 89 us of 6.5 ms (the count 34.4 -> 29.8 us a block,
+# the compaction 16.0 -> 16.9). (Its sub-segments packed beside the segment, in twice the slots, it had
+# lost 10-17% there: the blocks shrank to 142 rows within the scratch budget; PERF.md, "Top-k: the
+# prefill's blocks".)
 LANES_MIN_STEPS = 8
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
@@ -88,9 +90,10 @@ SUB_SLOTS = 4096
 
 
 def lanes_for(kind, steps: int) -> bool:
-    """COUNT_LANES where a call leaves it to the model (None): on for decode calls (`kind`) whose count
-    programs read at least LANES_MIN_STEPS steps (more steps, more barriers the rows save), off else."""
-    return kind == "decode" and steps >= LANES_MIN_STEPS
+    """COUNT_LANES where a call leaves it to the model (None): on for decode calls and prefill blocks
+    (`kind`) whose count programs read at least LANES_MIN_STEPS steps (more steps, more barriers the
+    rows save), off else (and for a call of no kind: the selection alone, never measured with it)."""
+    return kind in ("decode", "prefill") and steps >= LANES_MIN_STEPS
 # The bound's margin below bin t''s lower edge, in maxima bins: scores that round across the edge
 # still land in bins >= 1 (a key of bin 0 must be below k others).
 MARGIN = 1.0 / 16

@@ -177,12 +177,13 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, lanes, monkey
 
 @needs_interpreter
 def test_lanes_model(monkeypatch):
-    """COUNT_LANES left to the model (None): on for a decode call whose count programs read at least
-    LANES_MIN_STEPS steps, off for fewer and for every other kind; a setting given is kept; the
-    launches run with what was resolved, and the answer is torch's."""
+    """COUNT_LANES left to the model (None): on for a decode call or a prefill block whose count programs
+    read at least LANES_MIN_STEPS steps, off for fewer and for a call of no kind; a setting given is
+    kept; the launches run with what was resolved, and the answer is torch's."""
     assert B.COUNT_LANES is None
-    assert B.lanes_for("decode", B.LANES_MIN_STEPS) and not B.lanes_for("decode", B.LANES_MIN_STEPS - 1)
-    assert not any(B.lanes_for(kind, 1 << 10) for kind in ("prefill", None))
+    for kind in ("decode", "prefill"):
+        assert B.lanes_for(kind, B.LANES_MIN_STEPS) and not B.lanes_for(kind, B.LANES_MIN_STEPS - 1)
+    assert not B.lanes_for(None, 1 << 10)
     seen = []
     real = S._PATH_CODE["bound"]
     monkeypatch.setitem(S._PATH_CODE, "bound", lambda launch, s, *a, **kw: seen.append(s["COUNT_LANES"]) or
@@ -193,7 +194,8 @@ def test_lanes_model(monkeypatch):
     s = S.path_settings("bound")
     steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // s["BLOCK"])
     for min_steps, kind, given, want in ((steps, "decode", None, True), (steps + 1, "decode", None, False),
-                                         (steps, "prefill", None, False), (steps, "decode", False, False),
+                                         (steps, "prefill", None, True), (steps + 1, "prefill", None, False),
+                                         (steps, None, None, False), (steps, "decode", False, False),
                                          (steps + 1, "prefill", True, True)):
         monkeypatch.setattr(B, "LANES_MIN_STEPS", min_steps)
         idx = torch.empty(rows, k, dtype=torch.int32)

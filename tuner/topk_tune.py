@@ -127,15 +127,11 @@ def space(path: str, rows: int, width: int, sms: int, kind: str = "decode") -> l
         # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 64 bins
         # at most (the keys' one round: 63 bins above the bound); its compaction reading the admitted
         # keys' segments (its chunk: 7-15% slower at every bucket) in blocks of 512 (1024: 3-16%)
-        # and, for decode, its count by rows of 32 keys (COUNT_LANES) at the tiles and bins the H100's tunes
-        # kept: 10-15 us saved at 64 x 128K and 6 at 16 x 256K, level at 64 x 32K and 1 x 1M; a prefill
-        # bucket's selection alone timed it faster too (108.5 us against 125.9), but the 4096 x 64K prefill
-        # end to end ran 10-17% slower with it: its doubled segments count in a block's scratch, so the
-        # blocks shrink (164 -> 142 rows: 29 blocks, not 25) and the logits in blocks cost 11% more, while
-        # its count is faster (34.3 -> 26.8 us a block); a bucket of fixed rows cannot see that, so prefill
-        # buckets keep it off (docs/PERF.md, "Top-k: the prefill's blocks")
+        # and its count by rows of 32 keys (COUNT_LANES) at the tiles and bins the H100's tunes kept: 10-18
+        # us saved at 64 x 128K and 6 at 16 x 256K, level at 64 x 32K and 1 x 1M, 89 us of 6.5 ms on the
+        # 4096 x 64K prefill (docs/PERF.md, "Top-k: the prefill's blocks")
         lanes = [dict(TILE=t, BINS=64, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=True)
-                 for t in (0, 16) for p in (8, 16)] if kind == "decode" else []
+                 for t in (0, 16) for p in (8, 16)]
         return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
                 for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes
     if path == "resident":

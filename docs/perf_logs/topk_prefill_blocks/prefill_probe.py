@@ -114,6 +114,8 @@ def main() -> int:
     ap.add_argument("--block-rows", default="",
                     help="comma-separated: also end to end with blocks of these many rows (max_scratch_bytes sized for "
                          "them under each variant's buffers), each variant, alternated")
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--out", default=None)
     a = ap.parse_args()
     rows, keys = (int(x) for x in a.shape.split("x"))
     k = a.k
