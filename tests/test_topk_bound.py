@@ -176,6 +176,28 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, lanes, monkey
 
 
 @needs_interpreter
+def test_lanes_pack_at_most_sub_slots(monkeypatch):
+    """The count by rows packs its sub-segments through registers of at most SUB_SLOTS slots: with 4 a
+    sub-segment (SUB_SLOTS 64 over a step's 16 rows), where its segment would hold ~4x more, a row of 32
+    keys admitting more than 4 overflows (the program counts its segment's slots + 1 and the compaction
+    reads its chunk); the answer is torch's."""
+    monkeypatch.setattr(B, "SEGMENTS", True)
+    monkeypatch.setattr(B, "COUNT_LANES", True)
+    monkeypatch.setattr(B, "SUB_SLOTS", 64)
+    kept = []
+    real = S._bound_scratch
+    monkeypatch.setattr(S, "_bound_scratch", lambda *a, **kw: kept.append(real(*a, **kw)) or kept[-1])
+    rows, width, k = 2, 10240, 256
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(11))
+    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+    idx, val = _select(x, k, lo, hi, path="bound")
+    seg, counts = kept[-1][2], kept[-1][3]
+    assert seg.shape[2] // (S.BLOCK // 32) > 4, "the segment alone would give each row more than 4 slots"
+    assert int(counts.max()) == seg.shape[2] + 1  # some program overflowed a 4-slot sub-segment
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
 def test_lanes_model(monkeypatch):
     """COUNT_LANES left to the model (None): on for a decode call or a prefill block whose count programs
     read at least LANES_MIN_STEPS steps, off for fewer and for a call of no kind; a setting given is
