@@ -281,7 +281,7 @@ def test_the_tuned_table_is_written_exact_and_served(tmp_path, monkeypatch, requ
     import json
     from indexer_logits import _topk_table
     from tuner import topk_tune
-    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms, kind="decode": {
+    monkeypatch.setattr(topk_tune, "space", lambda path, rows, width, sms: {
         "rounds": [dict(BINS=32, RANK_TILE=0), dict(BINS=64, RANK_TILE=32)],
         "row": [dict(CAP=512, NUM_WARPS=16), dict(CAP=1024, NUM_WARPS=8)]}.get(path, []))
     slug_dir = tmp_path / "tables" / "gpu"

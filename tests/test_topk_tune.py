@@ -236,11 +236,11 @@ def test_the_space_holds_what_the_h200_taught():
     assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True}
     # what the H100's exhaustive tunes never saw win left the space: a default tune tries 164 settings
     # (148, and the bound path's count by rows of 32 keys at four settings of each of its buckets)
-    assert sum(len(topk_tune.space(p, r, w, 132, kind))
-               for r, w, kind in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 164
+    assert sum(len(topk_tune.space(p, r, w, 132))
+               for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 164
     assert all(s["SEGMENTS"] and s["BLOCK"] == 512 for s in topk_tune.space("bound", 1, 1 << 20, 132))
     assert sum(s["COUNT_LANES"] for s in topk_tune.space("bound", 64, 1 << 17, 132)) == 4
-    assert sum(s["COUNT_LANES"] for s in topk_tune.space("bound", 256, 1 << 16, 132, "prefill")) == 4
+    assert sum(s["COUNT_LANES"] for s in topk_tune.space("bound", 256, 1 << 16, 132)) == 4  # (the prefill bucket)
     bound = topk_tune.space("bound", 64, 32768, 132)
     assert bound and {s["TILE"] for s in bound} == {0, 4, 16} and all(s["BINS"] <= 64 for s in bound)
     assert not topk_tune.space("bound", 128, 8192, 132)  # fewer than 2k tiles of 4 a row

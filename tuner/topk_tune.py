@@ -100,9 +100,8 @@ def mismatched_rows(ours, logits, lo, hi, k) -> int:
     return int((ours.sort(dim=1).values != ref_sets(logits, lo, hi, k)).any(dim=1).sum())
 
 
-def space(path: str, rows: int, width: int, sms: int, kind: str = "decode") -> list[dict]:
-    """The settings tried for `path` at this shape and kind (module docstring): [] where the path does
-    not suit it."""
+def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
+    """The settings tried for `path` at this shape (module docstring): [] where the path does not suit it."""
     if path == "rounds":
         # blocks of 512 keys and rank tiles of 32 (1024: up to 11% slower, rank tile 0: up to 6%, never
         # faster: the H100's tunes); 4 programs an SM only pays on a row or two, so all three stay
@@ -215,7 +214,7 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     best = None
     for path in paths:
         t0, tried = time.time(), []
-        for settings in space(path, rows, width, sms, kind):
+        for settings in space(path, rows, width, sms):
             trial = {"rows": rows, "width": width, "kind": kind, "k": k, "path": path, "settings": settings}
             try:
                 exact = True
