@@ -49,17 +49,62 @@ def _ragged_selection(q, a, rows: Optional[int] = None) -> Selection:
     return select(q.device, problem, (a.rows if rows is None else rows, a.keys))
 
 
-def _ragged_wide(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, key=None) -> torch.Tensor:
-    """The [rows, Nk] logits of these rows into `out` (kernel, else the reference); with a fast-path
-    key, the launch is recorded for it (inputs as _replay_inputs gives them)."""
+def _ragged_wide(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, key=None, tile_max=None) -> tuple:
+    """(the [rows, Nk] logits of these rows into `out` (kernel, else the reference), whether
+    tile_max was written); with a fast-path key, the launch is recorded for it (inputs as
+    _replay_inputs gives them, then tile_max's tensors)."""
     sel = _ragged_selection(q, a, q.shape[0])
     if sel.is_reference:
         _no_reference_in_capture(q.device, sel)
-        return mqa_logits_ref(q, kv, weights, ks, ke, clean_logits, out=out, check_values=False)
+        return mqa_logits_ref(q, kv, weights, ks, ke, clean_logits, out=out, check_values=False), False
+    written = bool(tile_max) and sel.tile_max_block > 0 and sel.tile_max_block % tile_max[2] == 0
+    kwargs = {"tile_max": tile_max} if written else {}
+    if tile_max and not written:
+        key = None  # this key holds tile_max, which this launch does not write: nothing recorded for it
     if key is None:
-        return sel.launch(q, k, k_scale, weights, ks, ke, out, bool(clean_logits))
-    return _fastpath.record(key, sel.launch, (q, k, k_scale, weights, ks, ke, out, bool(clean_logits)), {},
-                            _replay_inputs(q, kv, weights, ks, ke, out), 6)
+        return sel.launch(q, k, k_scale, weights, ks, ke, out, bool(clean_logits), **kwargs), written
+    return _fastpath.record(key, sel.launch, (q, k, k_scale, weights, ks, ke, out, bool(clean_logits)), kwargs,
+                            _replay_inputs(q, kv, weights, ks, ke, out) + _tile_max_inputs(tile_max), 6), written
+
+
+def _tile_max_inputs(tile_max) -> list:
+    """tile_max's tensors (maxima, ntiles, state) as a recorded launch takes them, after the call's."""
+    return [tile_max[0], tile_max[1], tile_max[3]] if tile_max else []
+
+
+# A top-k call's logits (indexer_logits._topk): its cache dtype -> the q dtype and the names an error gives.
+_TOPK_Q = {"fp8": (torch.float8_e4m3fn, "fp8_mqa_logits", "bf16_mqa_logits"),
+           "bf16": (torch.bfloat16, "bf16_mqa_logits", "fp8_mqa_logits")}
+
+
+def topk_ragged_logits(cache: str, q, kv, weights, ks, ke, out, check_values, tile_max=None) -> tuple:
+    """The logits a ragged prefill top-k block scores (fp8_ or bf16_mqa_logits per `cache`: float32,
+    no clean_logits, into `out`); with tile_max (the top-k's: (maxima, ntiles, tile, ws, state_offset,
+    state_stride)) the serving kernel also writes the bound path's first pass where it can
+    (Selection.tile_max_block). Returns (logits, whether tile_max was written)."""
+    _expect_q_dtype(q, *_TOPK_Q[cache])
+    if not tile_max:
+        return _ragged(q, kv, weights, ks, ke, False, 0, out, check_values, DEEPGEMM_WINDOW_NAMES), False
+    if isinstance(q, torch.Tensor) and q.dtype == torch.bfloat16 and isinstance(kv, (tuple, list)) and len(kv) != 1:
+        raise ValueError(f"kv: expected the K tensor [Nk, D] bfloat16 or a 1-tuple (k,) for bf16 q, got {len(kv)} items")
+    served, key = _fastpath.serve_call("ragged", (q, kv, weights, ks, ke, out, *_tile_max_inputs(tile_max)),
+                                       (False, 0, check_values, DEEPGEMM_WINDOW_NAMES, torch.float32, tile_max[2],
+                                        *tile_max[4:]),
+                                       _replay_inputs(q, kv, weights, ks, ke, out) + _tile_max_inputs(tile_max), 6)
+    if served is not None:
+        return served, True
+    device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
+    values = value_checks_enabled(check_values, device)
+    a = check_prefill(q, kv, weights, ks, ke, check_values=values, names=DEEPGEMM_WINDOW_NAMES)
+    k, k_scale = _split_kv(q, kv)
+    _unit_stride(DEEPGEMM_WINDOW_NAMES[0], ks)
+    _unit_stride(DEEPGEMM_WINDOW_NAMES[1], ke)
+    out = _output(out, a.rows, a.keys, q.device, torch.float32)
+    if a.rows == 0 or a.keys == 0:
+        return out, False
+    if value_checks_requested(check_values, device):
+        key = None  # a call that asks for value checks is never served without them
+    return _ragged_wide(q, kv, k, k_scale, weights, ks, ke, False, out, a, key, tile_max)
 
 
 def _replay_inputs(q, kv, weights, ks, ke, out) -> list:
@@ -82,7 +127,8 @@ def _compressed(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, width:
     cols = torch.arange(width, device=q.device)
     for r0 in range(0, a.rows, block):
         r1 = min(a.rows, r0 + block)
-        part = _ragged_wide(q[r0:r1], kv, k, k_scale, weights[r0:r1], ks[r0:r1], ke[r0:r1], False, wide[: r1 - r0], a)
+        part = _ragged_wide(q[r0:r1], kv, k, k_scale, weights[r0:r1], ks[r0:r1], ke[r0:r1], False, wide[: r1 - r0],
+                            a)[0]
         key = ks[r0:r1, None].long() + cols[None, :]  # the key of column c of row i
         dst = out[r0:r1]
         if clean_logits:
@@ -116,7 +162,7 @@ def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen
             return out
         if value_checks_requested(check_values, device):
             key = None  # a call that asks for value checks is never served without them
-        return _ragged_wide(q, kv, k, k_scale, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, a, key)
+        return _ragged_wide(q, kv, k, k_scale, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, a, key)[0]
     if values:
         check_compressed_values(cu_seqlen_ks, cu_seqlen_ke, width)
     out = _output(out, a.rows, width, q.device, logits_dtype)

@@ -1,6 +1,6 @@
-"""Whether a decode logits module's launch also writes the top-k's tile maxima (launch(tile_max=...), the
-logits kernel's epilogue: docs/PERF.md, "Top-k: the tile maxima from the logits epilogue") for a call's
-shape: Selection.tile_max_block, which indexer_logits._dispatch sets. Imports only the standard library."""
+"""Whether a decode or ragged prefill logits module's launch also writes the top-k's tile maxima
+(launch(tile_max=...), the logits kernel's epilogue: docs/PERF.md, "Top-k: the tile maxima from the logits
+epilogue") for a call's shape: Selection.tile_max_block, which indexer_logits._dispatch sets. Imports only the standard library."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def tile_max_block(module: ModuleType, rows: int = 0, width: int = 0) -> int:
     # but for few long rows (above). rows and width: the call's (batch x next_n, max_context_len).
     if getattr(module, "SUPPORTS_TILE_MAX", False) is not True:
         return 0
+    if getattr(module, "TILE_MAX_ANY_SHAPE", False) is True:  # a ragged prefill module: bound by its dot
+        return int(module.BLOCK_T.value)
     store_run = getattr(getattr(module, "STORE_RUN", None), "value", False) is True
     few_long = 0 < rows <= PER_TILE_EPILOGUE_MAX_ROWS and width >= PER_TILE_EPILOGUE_MIN_WIDTH
     return int(module.BLOCK_T.value) if store_run or few_long else 0

@@ -27,7 +27,7 @@ import torch
 from . import _fastpath
 from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunked
 from ._decode import topk_logits
-from ._prefill import bf16_mqa_logits, fp8_mqa_logits
+from ._prefill import topk_ragged_logits
 from ._tables import interpreting
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, scratch_bytes_per_row, select_rows,
                            tiles_first_pass, workspace)
@@ -219,8 +219,7 @@ def _blocks(rows: int, width: int, max_scratch_bytes, k: int, device):
     return step, [(i, min(rows, i + step)) for i in range(0, rows, step)]
 
 
-def _ragged_topk(logits_fn, q, kv, weights, ks, ke, k, return_values, out, values_out, max_scratch_bytes,
-                 check_values):
+def _ragged_topk(cache, q, kv, weights, ks, ke, k, return_values, out, values_out, max_scratch_bytes, check_values):
     k = check_k(k)
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError(f"q: expected a [M, H, D] tensor, got "
@@ -232,12 +231,29 @@ def _ragged_topk(logits_fn, q, kv, weights, ks, ke, k, return_values, out, value
     step, blocks = _blocks(rows, keys, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
     ws = workspace(step, q.device) if _on_device(q.device) else None
+    maxima, tile, words = _ragged_epilogue(q, step, keys, k, ws)
     for i0, i1 in blocks:
-        logits = logits_fn(q[i0:i1], kv, weights[i0:i1], ks[i0:i1], ke[i0:i1], False, out=scratch[:i1 - i0],
-                           check_values=check_values)
+        n = i1 - i0
+        tile_max = (maxima[0][:n], maxima[1][:n], tile, ws, n * words, words) if maxima else None
+        logits, written = topk_ragged_logits(cache, q[i0:i1], kv, weights[i0:i1], ks[i0:i1], ke[i0:i1],
+                                             scratch[:n], check_values, tile_max)
         _select(logits, k, WINDOW_RAGGED, idx[i0:i1], None if val is None else val[i0:i1], ws,
-                lo=ks[i0:i1], hi=ke[i0:i1])
+                lo=ks[i0:i1], hi=ke[i0:i1], tile_maxima=(tile_max[0], tile_max[1], True) if written else None)
     return _answer(idx, val, return_values)
+
+
+def _ragged_epilogue(q, rows: int, keys: int, k: int, ws) -> tuple:
+    """((maxima, ntiles), tile, state words a row) for the blocks of a ragged prefill top-k where the
+    bound path serves a block of `rows` x `keys` (its tile maxima over absolute keys: the logits
+    kernel's epilogue writes them, launch(tile_max=...)), else (None, 0, 0). The buffers serve every
+    block; the range goes to the first selection's state in `ws`."""
+    if ws is None or not EPILOGUE or rows < 1 or keys < 1:
+        return None, 0, 0
+    tile, words = tiles_first_pass(rows, keys, k, q.device, "prefill")
+    if not tile:
+        return None, 0, 0
+    return ((torch.empty((rows, -(-keys // tile)), dtype=torch.float32, device=q.device),
+             torch.empty((rows,), dtype=torch.int32, device=q.device)), tile, words)
 
 
 def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *, return_values=False, out=None,
@@ -245,14 +261,14 @@ def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *
     """The k best keys of each prefill row over ragged K: fp8_mqa_logits's arguments, then k.
     Returns int32 [M, k] indices relative to the row's window start (-1 past its keys), or
     (indices, scores) with return_values. Peak scratch: max_scratch_bytes (module docstring)."""
-    return _ragged_topk(fp8_mqa_logits, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
+    return _ragged_topk("fp8", q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
                         out, values_out, max_scratch_bytes, check_values)
 
 
 def bf16_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *, return_values=False, out=None,
                   values_out=None, max_scratch_bytes: Optional[int] = None, check_values: Optional[bool] = None):
     """fp8_mqa_topk for bf16 q and K (bf16_mqa_logits's arguments)."""
-    return _ragged_topk(bf16_mqa_logits, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
+    return _ragged_topk("bf16", q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k, return_values,
                         out, values_out, max_scratch_bytes, check_values)
 
 

@@ -230,12 +230,14 @@ def _tuned_entry(rows: int, width: int, device, kind: Optional[str] = None) -> O
 _DEVICE_SLUGS: dict = {}
 
 
-def tiles_first_pass(rows: int, width: int, k: int, device) -> tuple:
+def tiles_first_pass(rows: int, width: int, k: int, device, kind: str = "decode") -> tuple:
     """(tile, words a row of the first selection's state) of the tiles or bound path where it serves
     a decode call of this shape unasked (select_rows with neither path nor settings), else (0, 0):
-    what a logits epilogue writes tile_maxima for, that state starting at rows * words in the workspace."""
-    path, settings = _serving(rows, width, torch.device(device), "decode")
-    if path not in ("tiles", "bound"):
+    what a logits epilogue writes tile_maxima for, that state starting at rows * words in the workspace.
+    A prefill block (`kind`): the bound path only, whose bound holds for tiles of any alignment (the
+    ragged prefill kernel's are of absolute keys; the tiles path's pick needs them from the window start)."""
+    path, settings = _serving(rows, width, torch.device(device), kind)
+    if path not in (("tiles", "bound") if kind == "decode" else ("bound",)):
         return 0, 0
     s = path_settings(path, settings)
     return _tile(s, width, k, path), state_words(s)

@@ -139,6 +139,26 @@ def test_ragged_topk_random_windows_exact():
     assert mismatched_rows(idx, logits, inp.cu_seqlen_ks, inp.cu_seqlen_ke, 1024) == 0
 
 
+@pytest.mark.parametrize("num_seqs", [1, 3])
+def test_ragged_topk_takes_the_tile_maxima_from_the_logits_kernel(num_seqs, monkeypatch):
+    """The bound path serving every block of a 64K-key prefill: each block's logits launch writes the
+    maxima over absolute keys and their range (windows from key 0, and from past it with three
+    sequences), first through the launch code, then as the fast path's recorded launch; exact."""
+    monkeypatch.setattr(S, "PATH", "bound")
+    rows, keys = 600, 65536
+    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device="cuda",
+                              num_seqs=num_seqs, seed=num_seqs)
+    written = []
+    real = _topk.topk_ragged_logits
+    monkeypatch.setattr(_topk, "topk_ragged_logits", lambda *a: written.append(real(*a)[1]) or real(*a))
+    logits = K.fp8_mqa_logits(*inp.args(), False)
+    for _ in range(2):  # the second call replays the recorded launches
+        idx = K.fp8_mqa_topk(*inp.args(), 2048, max_scratch_bytes=128 * keys * 4)
+        assert mismatched_rows(idx, logits, inp.cu_seqlen_ks, inp.cu_seqlen_ke, 2048) == 0
+    assert len(written) == 2 * -(-rows // _topk.scratch_rows(rows, keys, 128 * keys * 4, 2048, "cuda"))
+    assert all(written)
+
+
 def test_chunked_topk_exact():
     inp = make_prefill_paged_inputs(Problem(family="prefill_paged"), 500, 32768, device="cuda", seed=3)
     args = (inp.q, inp.kv_cache, inp.weights, inp.row_request, inp.row_limit, inp.block_table, inp.max_context_len)

@@ -91,6 +91,16 @@ PTX_EQUIVALENT_TEMPLATES: dict[str, tuple[str, ...]] = {
         "33108b69ead548a4a34f365b187683705c912437ee554d25043a308e04078bf0",
         "829f023c308c034c874488545ad58fd8f013f972d60e1567ec39bbe3c8ebe408",
         "462165aed7a1a1ed8424195e4bb795bccf840d68ad70e657b314a365805d5eb4"),
+    # prefill_ragged, issue 29: launch(tile_max=...), the top-k bound path's tile maxima over absolute
+    # keys, read back from the program's stored chunk after its tile loop (_chunk_maxima; every added
+    # line behind the TILE_MAX constexpr, the new pointers None when off). Off, every ragged module of
+    # the committed tables compiles to the same PTX (python -m bench.template_ptx --family prefill_ragged:
+    # tables/default (48) and tables/nvidia_h200 sm_90, the RTX PRO 6000 predicted table sm_120, under
+    # Triton 3.6; docs/perf_logs/topk_prefill_blocks/ptx/tail_*).
+    "e9f8ef3bf73867fc8a8536dbe8db527b559d3238622ed286373d97fa173ea9da": (
+        "08dfe33b2b31ef32abe05789f2533ad7d46ffc677f1612b44e875eef826c0f1f",
+        "6bddbf56020cb56f002794caf80f2c30b292ba992c923831e003f8d70c8f9564",
+        "9946986c809bc2d74f1a0296d35c9de5f386795672814c019b41a80d79ab5df4"),
 }
 
 

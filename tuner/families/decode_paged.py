@@ -14,11 +14,7 @@ from ..buckets import DECODE_LENS_MODES, DEFAULT_DECODE_CONTEXTS, SGLANG_DECODE_
 from ..gates import graph_gate, poison_gate
 from ..inputs import DecodeInputs, make_decode_inputs, make_lens
 from .base import Family, GateStep
-from .typical import TRITON_DTYPE, TYPICAL_BATCH, TYPICAL_CONTEXT, kv_descriptor, paged_strides
-
-# The kernel's top-k tile-maxima parameters (launch(tile_max=...): the tiles path's first pass in the
-# epilogue, indexer_logits._topk); the tuner and the cross-compiles take the kernel without them.
-TILE_MAX_ARGS = ("max_ptr", "max_stride", "ntiles_ptr", "state_ptr", "state_offset", "state_stride")
+from .typical import TILE_MAX_ARGS, TRITON_DTYPE, TYPICAL_BATCH, TYPICAL_CONTEXT, kv_descriptor, paged_strides
 
 
 class DecodePaged(Family):

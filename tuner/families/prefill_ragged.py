@@ -12,7 +12,7 @@ from indexer_logits._identity import Config, PREFILL_RAGGED, Problem, default_sc
 from ..buckets import DEFAULT_PREFILL_KEYS, DEFAULT_PREFILL_ROWS
 from ..inputs import PrefillInputs, make_prefill_inputs
 from .prefill_common import PrefillFamily
-from .typical import TRITON_DTYPE, TYPICAL_KEYS, TYPICAL_ROWS
+from .typical import TILE_MAX_ARGS, TRITON_DTYPE, TYPICAL_KEYS, TYPICAL_ROWS
 
 
 class PrefillRagged(PrefillFamily):
@@ -78,6 +78,8 @@ class PrefillRagged(PrefillFamily):
             "w_ptr": "*fp32", "ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": "*fp32",
             "q_stride": h * d, "k_stride": d, "w_stride": h, "out_stride": TYPICAL_KEYS,
             "num_rows": TYPICAL_ROWS, "num_keys": TYPICAL_KEYS,
+            # the top-k's tile maxima (launch(tile_max=...)), off as the logits calls launch it: None
+            **dict.fromkeys(TILE_MAX_ARGS),
         }
 
 

@@ -14,6 +14,11 @@ TYPICAL_KEYS = 8_192  # prefill key tokens
 
 TRITON_DTYPE = {"fp8": "fp8e4nv", "bf16": "bf16"}
 
+# The decode and ragged prefill kernels' top-k tile-maxima parameters (launch(tile_max=...): the top-k's
+# first pass in the logits epilogue, indexer_logits._topk); the tuner and the cross-compiles take the
+# kernels without them (None).
+TILE_MAX_ARGS = ("max_ptr", "max_stride", "ntiles_ptr", "state_ptr", "state_offset", "state_stride")
+
 
 def kv_descriptor(problem: Problem, config: Config | None) -> str:
     """The paged templates' cache descriptor: one box of min(block_t, page) tokens of one page."""
