@@ -117,6 +117,9 @@ def validate(table: Any, path: Path, expect_slug: Optional[str] = None) -> dict:
                 _fail(path, f"entries[{i}].settings: {name!r} is not a setting of path {e['path']!r}")
             if not any(type(value) is type(c) and value == c for c in allowed[name]):  # True is not 1 here
                 _fail(path, f"entries[{i}].settings.{name}: expected one of {allowed[name]}, got {value!r}")
+        if (e["path"] == "bound" and settings.get("COUNT_LANES") is True and settings.get("COUNT_STEP") == 4096
+                and settings.get("SEGMENTS") is not False):  # a step's rows of 32 keys: 64 sub-segments at most
+            _fail(path, f"entries[{i}].settings: COUNT_LANES reads steps of at most 2048 keys, got COUNT_STEP 4096")
     return table
 
 
