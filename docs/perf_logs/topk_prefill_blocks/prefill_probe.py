@@ -84,18 +84,18 @@ def host_and_total(fn, calls: int = 5) -> tuple:
 def segments_seen(fn) -> dict:
     """One call of fn with the bound path's scratch kept: programs whose segment overflowed (count past
     the segment's slots) and the mean count over the slots, over every block."""
-    kept, real = [], P._bound_scratch
+    kept, real = [], P._bound_scratch  # _topk_select holds its own reference (imported by name): patch both
 
     def keep(*a, **kw):
         out = real(*a, **kw)
         kept.append(out)
         return out
-    P._bound_scratch = keep
+    P._bound_scratch = S._bound_scratch = keep
     try:
         fn()
         torch.cuda.synchronize()
     finally:
-        P._bound_scratch = real
+        P._bound_scratch = S._bound_scratch = real
     over = programs = 0
     fill = 0.0
     for _, _, seg, counts in kept:
