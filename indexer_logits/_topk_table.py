@@ -73,8 +73,10 @@ def resident_shape(rows: int, width: int, sms: int, chunk: int, step: int) -> Op
 
 
 # What an entry was timed as (its optional "kind"): "decode", the logits kernel writing the tile maxima
-# where the path reads them (indexer_logits._topk.EPILOGUE), or "prefill", a row block's selection with
-# its own first pass. A call of one kind is served by entries of its kind or of none (tables before it).
+# where the path reads them (indexer_logits._topk.EPILOGUE), or "prefill", a ragged prefill's block of rows
+# as fp8_mqa_topk serves it (the ragged logits kernel writing the bound path's maxima; tables tuned before
+# 2026-12-06: the block's selection alone, with its own first pass). A call of one kind is served by entries
+# of its kind or of none (tables before it).
 KINDS = ("decode", "prefill")
 
 _CACHE: dict[str, Optional[dict]] = {}

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import INTERPRET
+import indexer_logits as K
 from indexer_logits import _tables, _topk_select as S, _topk_table as T
 from tuner import topk_tune
 
@@ -138,17 +139,22 @@ def test_the_tuner_gates_picks_the_fastest_exact_and_keeps_every_trial(tmp_path,
     monkeypatch.setattr(S, "select_rows", broken_for_bins_64_tile_8)
     speed = {(None, None): 9.0, (32, 0): 5.0, (64, 32): 4.0, (64, 8): 1.0, (None, 512): 6.0}
 
-    def timer(fn):  # the fake GPU: times by the setting the call ran with
-        calls = []
-        monkeypatch.setattr(S, "select_rows", lambda *a, settings=None, **kw: calls.append(settings) or
-                            broken_for_bins_64_tile_8(*a, settings=settings, **kw))
+    def timer(fn):  # the fake GPU: a prefill block's top-k by the setting it is served with, the logits 10
+        seen = []
+        real_serving = S._serving
+        monkeypatch.setattr(S, "_serving", lambda *a: seen.append(S.SERVING) or real_serving(*a))
         fn()
-        monkeypatch.setattr(S, "select_rows", broken_for_bins_64_tile_8)
-        s = calls[0] or {}
-        return speed[(s.get("BINS"), s.get("RANK_TILE", s.get("CAP")))]
-    lines = []
+        monkeypatch.setattr(S, "_serving", real_serving)
+        if not seen:
+            return 10.0  # the logits call alone
+        s = seen[0][1] or {}
+        return 10.0 + speed[(s.get("BINS"), s.get("RANK_TILE", s.get("CAP")))]
+    lines, served = [], []
+    real_topk = K.fp8_mqa_topk  # a prefill bucket's trials run the ragged prefill top-k, one block of rows
+    monkeypatch.setattr(K, "fp8_mqa_topk", lambda *a, **kw: served.append(a[0].shape[0]) or real_topk(*a, **kw))
     table, trials = tmp_path / "cpu" / "topk.json", tmp_path / "trials.jsonl"
     entries = topk_tune.run([(2, 4096, "prefill")], 256, table, trials, device="cpu", timer=timer, log=lines.append)
+    assert served and set(served) == {2}
     (entry,) = entries
     assert (entry["path"], entry["settings"], entry["us"], entry["default_us"]) == \
         ("rounds", dict(BINS=64, RANK_TILE=32), 4.0, 9.0)

@@ -1,6 +1,7 @@
 """Tuning the top-k selection on this GPU (`python cli.py tune-topk`): per bucket (rows x width of
-decode logits, next_n 1, full lengths), every launch setting in the space of each selection path
-that suits the shape, gated exact against a stable sort, timed alone in a CUDA graph; the best of
+decode logits, next_n 1, full lengths; or a ragged prefill block), every launch setting in the space of
+each selection path that suits the shape, gated exact against a stable sort, timed in a CUDA graph as
+the decode or prefill top-k serves it, less its logits call (tune_bucket); the best of
 each bucket, where it beats the built-in choice by MARGIN when the two are timed alternately (else
 the built-in choice: an entry of no settings), goes to <table dir>/<gpu_slug>/topk.json
 (indexer_logits._topk_table), which the runtime's "auto" path serves.
@@ -51,14 +52,14 @@ from indexer_logits import _topk_select as S, _topk_table
 from indexer_logits._api import _device_sms
 from indexer_logits._identity import slugify
 
-from .inputs import make_decode_inputs
+from .inputs import make_decode_inputs, make_prefill_inputs
 from .space import Problem
 from .timing import time_cuda_graph
 
 # The issue's decode shapes and 256 x 8K (decode: timed as the decode top-k serves them, the logits
 # kernel writing the tiles and bound paths' maxima), and 256 x 64K: the blocks a prefill of 64K-key rows
-# selects in (4096 x 64K: 204 rows a block at the default scratch; the selection alone, its own first
-# pass), which an entry serves within an octave.
+# selects in (4096 x 64K: 164 rows a block at the default scratch; timed as fp8_mqa_topk serves a block,
+# the ragged logits kernel writing the bound path's maxima), which an entry serves within an octave.
 DEFAULT_BUCKETS = ((1, 1 << 20, "decode"), (64, 32768, "decode"), (64, 131072, "decode"), (128, 8192, "decode"),
                    (256, 8192, "decode"), (256, 65536, "prefill"))
 DEFAULT_K = 2048
@@ -154,6 +155,15 @@ def bucket_inputs(rows: int, width: int, device: str, seed: int = 0):
     return args, K.fp8_paged_mqa_logits(*args, False), inp.context_lens.int()
 
 
+def prefill_bucket_inputs(rows: int, width: int, device: str, seed: int = 0):
+    """(the ragged prefill top-k's arguments, their logits, window starts, window ends) of a "prefill"
+    bucket: one block of `rows` query rows over `width` keys (fp8, the default problem; causal windows,
+    the rows the last tokens of one sequence), as fp8_mqa_topk scores a block."""
+    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, width, device=device, seed=seed)
+    args = inp.args()
+    return args, K.fp8_mqa_logits(*args, False), inp.cu_seqlen_ks, inp.cu_seqlen_ke
+
+
 def bucket_logits(rows: int, width: int, device: str, seed: int = 0):
     """(logits, lens) of a decode bucket (bucket_inputs)."""
     return bucket_inputs(rows, width, device, seed)[1:]
@@ -183,8 +193,12 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     """The table entry of one bucket: the fastest exact setting, and the built-in choice's time. A
     "decode" bucket times each setting as the decode top-k serves it (the logits kernel writing the
     maxima where the path reads them: indexer_logits._topk.EPILOGUE), less the logits call alone, and
-    gates that call's answer too; a "prefill" bucket times the selection alone (its own first pass).
-    `progress` gets a line as each path's settings are done (a bucket's compiles take minutes)."""
+    gates that call's answer too; a "prefill" bucket likewise times a ragged prefill top-k of one block
+    (fp8_mqa_topk: the ragged logits kernel writing the bound path's maxima) less its logits call. Not
+    the selection alone over decode logits, as before: that timed a maxima kernel the prefill no longer
+    runs, and the count by rows 14% faster where the prefill ran it 10-17% slower (docs/PERF.md, "Top-k:
+    the prefill's blocks"). `progress` gets a line as each path's settings are done (a bucket's compiles
+    take minutes)."""
     if kind not in _topk_table.KINDS:
         raise ValueError(f"kind: expected one of {_topk_table.KINDS}, got {kind!r}")
     args, logits, lens = bucket_inputs(rows, width, device)
@@ -197,17 +211,27 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     def select(x, path, settings):
         return lambda: S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path=path, settings=settings)
 
-    def decode_call(path, settings):
-        return as_served(path, settings, lambda: K.fp8_paged_mqa_topk(*args, k, out=out))
+    if kind == "decode":
+        served_logits, lo, hi = logits, zeros, lens
 
-    # the logits call alone, timed once: what a decode trial's time less it is the selection's share of
-    # (every trial's decode call runs the same logits kernel, so the ranking is by the whole call)
-    logits_us = timer(lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_out)) if kind == "decode" else 0.0
+        def served(path, settings):
+            return as_served(path, settings, lambda: K.fp8_paged_mqa_topk(*args, k, out=out))
+        logits_call = lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_out)  # noqa: E731
+    else:
+        pargs, served_logits, lo, hi = prefill_bucket_inputs(rows, width, device)
+        block = 2 * served_logits.numel() * served_logits.element_size()  # one block of rows, whatever the path
+
+        def served(path, settings):
+            return as_served(path, settings, lambda: K.fp8_mqa_topk(*pargs, k, out=out, max_scratch_bytes=block))
+        prefill_out = torch.empty_like(served_logits)
+        logits_call = lambda: K.fp8_mqa_logits(*pargs, False, out=prefill_out)  # noqa: E731
+
+    # the logits call alone, timed once: what a trial's time less it is the selection's share of (every
+    # trial's call runs the same logits kernel, so the ranking is by the whole call)
+    logits_us = timer(logits_call)
 
     def timed(path, settings) -> float:
-        if kind == "prefill":
-            return timer(select(logits, path, settings))
-        return timer(decode_call(path, settings)) - logits_us
+        return timer(served(path, settings)) - logits_us
 
     default_path = S.pick_path(rows, width, logits.device, kind)
     default_us = timed(default_path, None)
@@ -221,9 +245,8 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
                 for x in (logits, ties):
                     select(x, path, settings)()
                     exact = exact and mismatched_rows(idx, x, zeros, lens, k) == 0
-                if kind == "decode":  # (and the decode call's, maxima from the epilogue where it writes them)
-                    decode_call(path, settings)()
-                    exact = exact and mismatched_rows(out, logits, zeros, lens, k) == 0
+                served(path, settings)()  # (and the served call's, maxima from the epilogue where it writes them)
+                exact = exact and mismatched_rows(out, served_logits, lo, hi, k) == 0
                 trial["exact"] = exact
                 if exact:
                     trial["us"] = timed(path, settings)
