@@ -8,9 +8,8 @@
 # - the ragged logits kernel over 25 blocks +1-3% (~4613 -> ~4700 us on an H100); the maxima and range kernels
 #   (~520 us) gone; end to end ~1.48 -> ~1.38 of the logits;
 # - bench.topk --paths auto: decode as before (64x32K ~1.28, 64x128K ~1.12, 1x1M ~1.34, 128x8K ~1.31 on an
-#   H100), prefill 4096x64K ~1.38, 2048x1M ~1.20 (tiles serve its blocks: no epilogue there);
-# - tune-topk's prefill bucket (now timed as fp8_mqa_topk serves a block, less its logits) runs in CUDA graphs
-#   and keeps bound, ~60-80 us over the logits of a 256-row block (the selection alone read 108.5 with lanes).
+#   H100), prefill 4096x64K ~1.38, 2048x1M ~1.20 (tiles serve its blocks: no epilogue there).
+
 set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
 timeout 100 python3 -m pytest -q tests/test_topk_gpu.py -k "bound or ragged or prefill or chunked or epilogue" > $OUT/gpu_tests.log 2>&1
@@ -19,5 +18,3 @@ timeout 150 python3 docs/perf_logs/topk_prefill_blocks/prefill_probe.py --varian
 tail -14 $OUT/prefill_probe.log
 timeout 170 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/bench_topk.log 2>&1
 tail -10 $OUT/bench_topk.log
-timeout 150 python3 cli.py tune-topk --fresh --buckets 256x65536:prefill --paths bound,rounds --out $OUT/tables --trials $OUT/prefill_trials.jsonl > $OUT/tune_prefill.log 2>&1
-tail -6 $OUT/tune_prefill.log
