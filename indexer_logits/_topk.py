@@ -41,6 +41,13 @@ NEG_INF = float("-inf")
 # maxima and their range) from the tile in registers, and the selection skips two kernels: 10 us
 # of 356 at 64 x 128K on the H200 (docs/PERF.md, "Top-k: the tile maxima from the logits epilogue").
 EPILOGUE = True
+# Ragged prefill: where the bound path serves a block, the ragged logits kernel reads its stored chunk back
+# after its tile loop and writes the bound path's tile maxima and their range (templates/prefill_ragged.py.jinja,
+# _chunk_maxima), sparing a block's maxima and range kernels (~21 us of ~260 on a 164 x 64K block, an H100).
+# Off until timed on a GPU: the first form, from the dot's layout in the loop, cost that kernel 43% (docs/PERF.md,
+# "Top-k: the prefill's blocks"); this one is built, exact under the interpreter, cross-compiled (no spill), and
+# waits for docs/perf_logs/topk_prefill_blocks/call4.sh. EPILOGUE off turns it off too.
+RAGGED_EPILOGUE = False
 _NO_EPILOGUE: set = set()  # call shapes whose serving logits module cannot write the maxima (asked once)
 _fastpath.ALSO_CLEARED.append(_NO_EPILOGUE)  # clear_cache(): another table may serve them by one that can
 
@@ -247,7 +254,7 @@ def _ragged_epilogue(q, rows: int, keys: int, k: int, ws) -> tuple:
     bound path serves a block of `rows` x `keys` (its tile maxima over absolute keys: the logits
     kernel's epilogue writes them, launch(tile_max=...)), else (None, 0, 0). The buffers serve every
     block; the range goes to the first selection's state in `ws`."""
-    if ws is None or not EPILOGUE or rows < 1 or keys < 1:
+    if ws is None or not (EPILOGUE and RAGGED_EPILOGUE) or rows < 1 or keys < 1:
         return None, 0, 0
     tile, words = tiles_first_pass(rows, keys, k, q.device, "prefill")
     if not tile:

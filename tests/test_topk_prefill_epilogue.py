@@ -1,11 +1,11 @@
 """The ragged prefill template's epilogue writes the top-k bound path's tile maxima over absolute keys
 (launch(..., tile_max=...)), and fp8_/bf16_mqa_topk use it where the bound path serves a block
-(indexer_logits._topk.EPILOGUE). Under the interpreter: the logits are those of the launch without it,
+(indexer_logits._topk.RAGGED_EPILOGUE, forced on here). Under the interpreter: the logits are those of the launch without it,
 bit for bit; each run of TILE keys' maximum over the row's window (-inf for a run outside it, and for
 the runs a program skips), each row's run count up to its window's end, and their range as the range
 kernel over those maxima leaves it; select_rows fed them selects exactly. Through fp8_mqa_topk: no
 maxima kernel and no range kernel run, blocks of rows with windows that start past key 0, and the
-answer is torch's; with EPILOGUE off, the path's own first pass."""
+answer is torch's; with RAGGED_EPILOGUE off (its default until timed), the path's own first pass."""
 
 import tempfile
 from pathlib import Path
@@ -124,9 +124,10 @@ def test_a_tile_that_does_not_divide_the_key_tile_is_refused(rendered):
 def test_ragged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, cache, monkeypatch):
     """The bound path serving every block of a prefill top-k: each block's logits launch writes the maxima
     and their range, the selection launches neither the maxima kernel nor a range kernel, and the answer
-    is torch's over windows that start past key 0 (two sequences) and empty ones; EPILOGUE off: the
+    is torch's over windows that start past key 0 (two sequences) and empty ones; RAGGED_EPILOGUE off: the
     path's own first pass again, the same answer."""
     monkeypatch.setattr(S, "PATH", "bound")
+    monkeypatch.setattr(_topk, "RAGGED_EPILOGUE", True)
     problem = PREFILL if cache == "fp8" else Problem(family="prefill_ragged", q_dtype="bf16", cache_dtype="bf16",
                                                       page_size=0, scale_layout="none")
     inp = make_prefill_inputs(problem, 20, 1500, seed=4, num_seqs=2)
@@ -151,7 +152,7 @@ def test_ragged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, ca
     torch.testing.assert_close(val[got], logits.gather(1, at)[got], rtol=1e-5, atol=1e-6)
     assert bool((val[~got] == float("-inf")).all())
     kernels_run.clear()
-    monkeypatch.setattr(_topk, "EPILOGUE", False)
+    monkeypatch.setattr(_topk, "RAGGED_EPILOGUE", False)
     idx_off = topk(*inp.args(), 128, max_scratch_bytes=7 * 1500 * 4)
     assert kernels_run.count("topk_tile_max_kernel") == kernels_run.count("topk_bound_count_kernel") > 1
     assert_same_topk(idx_off, None, logits, 128, ks, ke)
@@ -162,6 +163,7 @@ def test_ragged_topk_on_another_path_asks_no_maxima(kernels_run, monkeypatch):
     """Where rounds serves the blocks (or tiles: its tiles start at each row's window), the logits launch
     is asked nothing and the selection runs as before."""
     monkeypatch.setattr(S, "PATH", "rounds")
+    monkeypatch.setattr(_topk, "RAGGED_EPILOGUE", True)
     inp = make_prefill_inputs(PREFILL, 6, 900, seed=5)
     asked = []
     real = _topk.topk_ragged_logits
@@ -172,4 +174,19 @@ def test_ragged_topk_on_another_path_asks_no_maxima(kernels_run, monkeypatch):
     monkeypatch.setattr(S, "PATH", "tiles")
     assert S.tiles_first_pass(6, 900, 64, "cpu", "prefill") == (0, 0)
     assert S.tiles_first_pass(6, 900, 64, "cpu", "decode")[0] > 0
+    assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 64, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
+
+
+@needs_interpreter
+def test_ragged_epilogue_is_off_by_default(kernels_run, monkeypatch):
+    """Until the read-back form is timed on a GPU (docs/perf_logs/topk_prefill_blocks/call4.sh), a prefill
+    block served by the bound path runs the path's own first pass: the logits launch is asked nothing."""
+    monkeypatch.setattr(S, "PATH", "bound")
+    assert _topk.RAGGED_EPILOGUE is False
+    asked = []
+    real = _topk.topk_ragged_logits
+    monkeypatch.setattr(_topk, "topk_ragged_logits", lambda *a: asked.append(a[-1]) or real(*a))
+    inp = make_prefill_inputs(PREFILL, 6, 900, seed=5)
+    idx = K.fp8_mqa_topk(*inp.args(), 64)
+    assert asked == [None] and kernels_run.count("topk_tile_max_kernel") == 1
     assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 64, inp.cu_seqlen_ks, inp.cu_seqlen_ke)

@@ -40,13 +40,13 @@ from indexer_logits import _topk, _topk_bound as B  # noqa: E402
 
 def parse_variant(text: str) -> dict:
     """"EPILOGUE=0+COUNT_LANES=1" -> {(module, name): value}: settings of indexer_logits._topk_bound, or
-    _topk.EPILOGUE (the logits kernel writing the bound path's tile maxima)."""
+    _topk.EPILOGUE / RAGGED_EPILOGUE (the logits kernel writing the bound path's tile maxima)."""
     out = {}
     for part in text.split("+"):
         name, _, value = part.partition("=")
-        module = _topk if name == "EPILOGUE" else B
+        module = _topk if name in ("EPILOGUE", "RAGGED_EPILOGUE") else B
         if not hasattr(module, name) or not value.lstrip("-").isdigit():
-            raise SystemExit(f"--variants: {part!r} is not NAME=INT of _topk_bound's settings or EPILOGUE")
+            raise SystemExit(f"--variants: {part!r} is not NAME=INT of _topk_bound's settings, EPILOGUE or RAGGED_EPILOGUE")
         out[(module, name)] = int(value)
     return out
 
