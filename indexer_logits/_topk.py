@@ -43,11 +43,13 @@ NEG_INF = float("-inf")
 EPILOGUE = True
 # Ragged prefill: where the bound path serves a block, the ragged logits kernel reads its stored chunk back
 # after its tile loop and writes the bound path's tile maxima and their range (templates/prefill_ragged.py.jinja,
-# _chunk_maxima), sparing a block's maxima and range kernels (~21 us of ~260 on a 164 x 64K block, an H100).
-# Off until timed on a GPU: the first form, from the dot's layout in the loop, cost that kernel 43% (docs/PERF.md,
-# "Top-k: the prefill's blocks"); this one is built, exact under the interpreter, cross-compiled (no spill), and
-# waits for docs/perf_logs/topk_prefill_blocks/call4.sh. EPILOGUE off turns it off too.
-RAGGED_EPILOGUE = False
+# _chunk_maxima), sparing a block's maxima and range kernels. Measured on an H100 (4096 x 64K, blocks of 164 rows,
+# one process, alternated; docs/perf_logs/topk_prefill_blocks/call4_*): the ragged kernel +3% (4679 -> 4821 us),
+# the maxima and range kernels' 519 us gone, end to end 6507 -> 6364 us (1.496 -> 1.463 of the logits), exact;
+# but the call's host enqueue time 4279 -> 6532 us, so it is now host-bound (docs/PERF.md, "Top-k: the prefill's
+# tile maxima read back after the tile loop"). The first form, from the dot's layout in the loop, cost that
+# kernel 43%. EPILOGUE off turns it off too.
+RAGGED_EPILOGUE = True
 _NO_EPILOGUE: set = set()  # call shapes whose serving logits module cannot write the maxima (asked once)
 _fastpath.ALSO_CLEARED.append(_NO_EPILOGUE)  # clear_cache(): another table may serve them by one that can
 

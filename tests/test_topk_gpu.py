@@ -144,7 +144,7 @@ def test_ragged_topk_takes_the_tile_maxima_from_the_logits_kernel(num_seqs, monk
     """The bound path serving every block of a 64K-key prefill: each block's logits launch writes the
     maxima over absolute keys and their range (windows from key 0, and from past it with three
     sequences), first through the launch code, then as the fast path's recorded launch; exact.
-    (RAGGED_EPILOGUE forced on: off by default until timed.)"""
+    (RAGGED_EPILOGUE forced on, as it is by default.)"""
     monkeypatch.setattr(S, "PATH", "bound")
     monkeypatch.setattr(_topk, "RAGGED_EPILOGUE", True)
     rows, keys = 600, 65536

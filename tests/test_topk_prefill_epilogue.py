@@ -5,7 +5,7 @@ bit for bit; each run of TILE keys' maximum over the row's window (-inf for a ru
 the runs a program skips), each row's run count up to its window's end, and their range as the range
 kernel over those maxima leaves it; select_rows fed them selects exactly. Through fp8_mqa_topk: no
 maxima kernel and no range kernel run, blocks of rows with windows that start past key 0, and the
-answer is torch's; with RAGGED_EPILOGUE off (its default until timed), the path's own first pass."""
+answer is torch's; with RAGGED_EPILOGUE off, the path's own first pass."""
 
 import tempfile
 from pathlib import Path
@@ -177,16 +177,21 @@ def test_ragged_topk_on_another_path_asks_no_maxima(kernels_run, monkeypatch):
     assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 64, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
 
 
+@pytest.mark.parametrize("flag", ["RAGGED_EPILOGUE", "EPILOGUE"])
 @needs_interpreter
-def test_ragged_epilogue_is_off_by_default(kernels_run, monkeypatch):
-    """Until the read-back form is timed on a GPU (docs/perf_logs/topk_prefill_blocks/call4.sh), a prefill
-    block served by the bound path runs the path's own first pass: the logits launch is asked nothing."""
+def test_ragged_epilogue_is_on_by_default_and_either_flag_turns_it_off(flag, kernels_run, monkeypatch):
+    """On by default (measured: docs/perf_logs/topk_prefill_blocks/call4_*): a prefill block served by the
+    bound path asks its logits launch for the maxima; with RAGGED_EPILOGUE or EPILOGUE off, the path's own
+    first pass runs and the logits launch is asked nothing."""
     monkeypatch.setattr(S, "PATH", "bound")
-    assert _topk.RAGGED_EPILOGUE is False
+    assert _topk.RAGGED_EPILOGUE is True and _topk.EPILOGUE is True
     asked = []
     real = _topk.topk_ragged_logits
     monkeypatch.setattr(_topk, "topk_ragged_logits", lambda *a: asked.append(a[-1]) or real(*a))
     inp = make_prefill_inputs(PREFILL, 6, 900, seed=5)
+    K.fp8_mqa_topk(*inp.args(), 64)
+    assert asked[-1] is not None and "topk_tile_max_kernel" not in kernels_run
+    monkeypatch.setattr(_topk, flag, False)
     idx = K.fp8_mqa_topk(*inp.args(), 64)
-    assert asked == [None] and kernels_run.count("topk_tile_max_kernel") == 1
+    assert asked[-1] is None and kernels_run.count("topk_tile_max_kernel") == 1
     assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 64, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
