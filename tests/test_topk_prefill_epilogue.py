@@ -7,9 +7,6 @@ kernel over those maxima leaves it; select_rows fed them selects exactly. Throug
 maxima kernel and no range kernel run, blocks of rows with windows that start past key 0, and the
 answer is torch's; with RAGGED_EPILOGUE off, the path's own first pass."""
 
-import tempfile
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -17,24 +14,12 @@ import indexer_logits as K
 from indexer_logits import _topk, _topk_select as S
 from indexer_logits._identity import Config, Problem
 from tuner.inputs import make_prefill_inputs
-from tuner.render import load_module, render
 
 from test_topk import assert_same_topk, needs_interpreter
-from test_topk_epilogue import _range_words
+from test_topk_epilogue import _range_words, rendered  # noqa: F401 (a fixture)
 from test_topk_tiles import kernels_run  # noqa: F401 (a fixture)
 
 PREFILL = Problem(family="prefill_ragged", page_size=0)
-
-
-@pytest.fixture(scope="module")
-def rendered():
-    gen = Path(tempfile.mkdtemp())
-
-    def module(problem, config):
-        path = gen / f"{problem.slug}__{config.slug}.py"
-        path.write_text(render(problem, config))
-        return load_module(path)
-    return module
 
 
 def _windows(rows: int, keys: int, seed: int):
