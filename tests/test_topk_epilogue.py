@@ -69,6 +69,16 @@ def _range_words(maxima, ntiles):
     return out
 
 
+def assert_range_state(state, ws, merge_range, want_max, want_nt):
+    """The first selection's state after a launch with tile_max: the maxima's range in words 10 and 11 and
+    nothing else (merge_range), or the whole workspace untouched."""
+    if merge_range:
+        assert torch.equal(state[:, 10:12], _range_words(want_max, want_nt))
+        assert int(state[:, :10].abs().sum()) == int(state[:, 12:].abs().sum()) == 0
+    else:
+        assert int(ws.abs().sum()) == 0
+
+
 @needs_interpreter
 @pytest.mark.parametrize("next_n, lens_mode", [(1, "1d"), (2, "1d"), (2, "2d")])
 @pytest.mark.parametrize("config, tile", [(Config(**K_ROWS), 8), (Config(**K_ROWS, store="run"), 16),
@@ -101,12 +111,7 @@ def test_the_epilogue_writes_the_paths_tile_maxima(rendered, next_n, lens_mode, 
     for r in range(rows):  # (the logits past a row's limit are unspecified: clean_logits False)
         assert torch.equal(out[r, :int(hi[r])], ref[r, :int(hi[r])])
         assert torch.equal(maxima[r, :int(want_nt[r])], want_max[r, :int(want_nt[r])]), f"row {r}"
-    state = first_state.view(rows, per_row)
-    if merge_range:
-        assert torch.equal(state[:, 10:12], _range_words(want_max, want_nt))
-        assert int(state[:, :10].abs().sum()) == int(state[:, 12:].abs().sum()) == 0
-    else:
-        assert int(ws.abs().sum()) == 0
+    assert_range_state(first_state.view(rows, per_row), ws, merge_range, want_max, want_nt)
     idx = torch.full((rows, k), 7, dtype=torch.int32)
     S.select_rows(out, k, window, idx, None, ws, lens=flat, next_n=next_n, path="tiles", settings={"TILE": tile},
                   tile_maxima=(maxima, ntiles, True) if merge_range else (maxima, ntiles))

@@ -16,7 +16,7 @@ from indexer_logits._identity import Config, Problem
 from tuner.inputs import make_prefill_inputs
 
 from test_topk import assert_same_topk, needs_interpreter
-from test_topk_epilogue import _range_words, rendered  # noqa: F401 (a fixture)
+from test_topk_epilogue import assert_range_state, rendered  # noqa: F401 (a fixture)
 from test_topk_tiles import kernels_run  # noqa: F401 (a fixture)
 
 PREFILL = Problem(family="prefill_ragged", page_size=0)
@@ -82,12 +82,7 @@ def test_the_epilogue_writes_the_bound_paths_tile_maxima(rendered, config, tile,
     for r in range(rows):
         assert torch.equal(maxima[r, :int(want_nt[r])], want_max[r, :int(want_nt[r])]), f"row {r}"
     assert bool((maxima[:, -3:] == 7.0).all()), "nothing stored past the runs"
-    state = first_state.view(rows, per_row)
-    if merge_range:
-        assert torch.equal(state[:, 10:12], _range_words(want_max, want_nt))
-        assert int(state[:, :10].abs().sum()) == int(state[:, 12:].abs().sum()) == 0
-    else:
-        assert int(ws.abs().sum()) == 0
+    assert_range_state(first_state.view(rows, per_row), ws, merge_range, want_max, want_nt)
     idx = torch.full((rows, k), 7, dtype=torch.int32)
     S.select_rows(out, k, S.WINDOW_RAGGED, idx, None, ws, lo=ks, hi=ke, path="bound", settings={"TILE": tile},
                   tile_maxima=(maxima, ntiles, True) if merge_range else (maxima, ntiles))
