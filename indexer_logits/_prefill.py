@@ -72,9 +72,9 @@ def _tile_max_inputs(tile_max) -> list:
     return [tile_max[0], tile_max[1], tile_max[3]] if tile_max else []
 
 
-# A top-k call's logits (indexer_logits._topk): its cache dtype -> the q dtype and the names an error gives.
-_TOPK_Q = {"fp8": (torch.float8_e4m3fn, "fp8_mqa_logits", "bf16_mqa_logits"),
-           "bf16": (torch.bfloat16, "bf16_mqa_logits", "fp8_mqa_logits")}
+# The ragged logits calls' q dtype per cache dtype, and the names an error gives (_expect_q_dtype).
+_Q_DTYPE = {"fp8": (torch.float8_e4m3fn, "fp8_mqa_logits", "bf16_mqa_logits"),
+            "bf16": (torch.bfloat16, "bf16_mqa_logits", "fp8_mqa_logits")}
 
 
 def topk_ragged_logits(cache: str, q, kv, weights, ks, ke, out, check_values, tile_max=None) -> tuple:
@@ -82,29 +82,8 @@ def topk_ragged_logits(cache: str, q, kv, weights, ks, ke, out, check_values, ti
     no clean_logits, into `out`); with tile_max (the top-k's: (maxima, ntiles, tile, ws, state_offset,
     state_stride)) the serving kernel also writes the bound path's first pass where it can
     (Selection.tile_max_block). Returns (logits, whether tile_max was written)."""
-    _expect_q_dtype(q, *_TOPK_Q[cache])
-    if not tile_max:
-        return _ragged(q, kv, weights, ks, ke, False, 0, out, check_values, DEEPGEMM_WINDOW_NAMES), False
-    if isinstance(q, torch.Tensor) and q.dtype == torch.bfloat16 and isinstance(kv, (tuple, list)) and len(kv) != 1:
-        raise ValueError(f"kv: expected the K tensor [Nk, D] bfloat16 or a 1-tuple (k,) for bf16 q, got {len(kv)} items")
-    served, key = _fastpath.serve_call("ragged", (q, kv, weights, ks, ke, out, *_tile_max_inputs(tile_max)),
-                                       (False, 0, check_values, DEEPGEMM_WINDOW_NAMES, torch.float32, tile_max[2],
-                                        *tile_max[4:]),
-                                       _replay_inputs(q, kv, weights, ks, ke, out) + _tile_max_inputs(tile_max), 6)
-    if served is not None:
-        return served, True
-    device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
-    values = value_checks_enabled(check_values, device)
-    a = check_prefill(q, kv, weights, ks, ke, check_values=values, names=DEEPGEMM_WINDOW_NAMES)
-    k, k_scale = _split_kv(q, kv)
-    _unit_stride(DEEPGEMM_WINDOW_NAMES[0], ks)
-    _unit_stride(DEEPGEMM_WINDOW_NAMES[1], ke)
-    out = _output(out, a.rows, a.keys, q.device, torch.float32)
-    if a.rows == 0 or a.keys == 0:
-        return out, False
-    if value_checks_requested(check_values, device):
-        key = None  # a call that asks for value checks is never served without them
-    return _ragged_wide(q, kv, k, k_scale, weights, ks, ke, False, out, a, key, tile_max)
+    _expect_q_dtype(q, *_Q_DTYPE[cache])
+    return _ragged(q, kv, weights, ks, ke, False, 0, out, check_values, DEEPGEMM_WINDOW_NAMES, torch.float32, tile_max)
 
 
 def _replay_inputs(q, kv, weights, ks, ke, out) -> list:
@@ -140,13 +119,19 @@ def _compressed(q, kv, k, k_scale, weights, ks, ke, clean_logits, out, a, width:
 
 
 def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen_k, out, check_values,
-            names=LEGACY_WINDOW_NAMES, logits_dtype=torch.float32) -> torch.Tensor:
-    # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch.
-    served, key = _fastpath.serve_call("ragged", (q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out),
-                                       (clean_logits, max_seqlen_k, check_values, names, logits_dtype),
-                                       _replay_inputs(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out), 6)
+            names=LEGACY_WINDOW_NAMES, logits_dtype=torch.float32, tile_max=None) -> tuple:
+    """(the ragged logits, whether tile_max was written: the wide layout only, topk_ragged_logits)."""
+    # A shape seen before: its recorded launch (indexer_logits._fastpath), no checks, no dispatch. A key
+    # with tile_max is recorded only where the launch wrote it (_ragged_wide).
+    tensors, scalars = (q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out), (clean_logits, max_seqlen_k, check_values,
+                                                                          names, logits_dtype)
+    inputs = _replay_inputs(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, out)
+    if tile_max:
+        extra = _tile_max_inputs(tile_max)
+        tensors, scalars, inputs = tensors + tuple(extra), scalars + (tile_max[2], *tile_max[4:]), inputs + extra
+    served, key = _fastpath.serve_call("ragged", tensors, scalars, inputs, 6)
     if served is not None:
-        return served
+        return served, bool(tile_max)
     if isinstance(q, torch.Tensor) and q.dtype == torch.bfloat16 and isinstance(kv, (tuple, list)) and len(kv) != 1:
         raise ValueError(f"kv: expected the K tensor [Nk, D] bfloat16 or a 1-tuple (k,) for bf16 q, got {len(kv)} items")
     width = check_compressed_width(max_seqlen_k)
@@ -159,18 +144,19 @@ def _ragged(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, max_seqlen
     if width == 0:
         out = _output(out, a.rows, a.keys, q.device, logits_dtype)
         if a.rows == 0 or a.keys == 0:
-            return out
+            return out, False
         if value_checks_requested(check_values, device):
             key = None  # a call that asks for value checks is never served without them
-        return _ragged_wide(q, kv, k, k_scale, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, a, key)[0]
+        return _ragged_wide(q, kv, k, k_scale, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, a, key,
+                            tile_max)
     if values:
         check_compressed_values(cu_seqlen_ks, cu_seqlen_ke, width)
     out = _output(out, a.rows, width, q.device, logits_dtype)
     if a.rows == 0:
-        return out
+        return out, False
     if a.keys == 0:  # every window is empty
-        return out.fill_(float("-inf"))
-    return _compressed(q, kv, k, k_scale, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, a, width)
+        return out.fill_(float("-inf")), False
+    return _compressed(q, kv, k, k_scale, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits, out, a, width), False
 
 
 def _windows(fn: str, start, end, old_start, old_end):
@@ -212,9 +198,9 @@ def fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start=None, cu_seq_len_k_end=Non
     the windows with clean_logits. check_values: see value_checks_enabled.
     """
     dtype = _logits_dtype(logits_dtype)
-    _expect_q_dtype(q, torch.float8_e4m3fn, "fp8_mqa_logits", "bf16_mqa_logits")
+    _expect_q_dtype(q, *_Q_DTYPE["fp8"])
     ks, ke, names = _windows("fp8_mqa_logits", cu_seq_len_k_start, cu_seq_len_k_end, cu_seqlen_ks, cu_seqlen_ke)
-    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)
+    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)[0]
 
 
 _append_doc(fp8_mqa_logits, _COMPRESSED_DOC)
@@ -235,7 +221,7 @@ def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start=None, cu_seq_len_k_end
             raise ValueError(f"kv: fp4 inputs are not served: expected (k float8_e4m3fn, k_scale float32), got "
                              f"({kv[0].dtype}, {kv[1].dtype}) (DeepGEMM's packed fp4 K and its int32 scales)")
     ks, ke, names = _windows("fp8_fp4_mqa_logits", cu_seq_len_k_start, cu_seq_len_k_end, cu_seqlen_ks, cu_seqlen_ke)
-    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)
+    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)[0]
 
 
 _append_doc(fp8_fp4_mqa_logits, _COMPRESSED_DOC)
@@ -246,9 +232,9 @@ def bf16_mqa_logits(q, kv, weights, cu_seq_len_k_start=None, cu_seq_len_k_end=No
                     check_values: Optional[bool] = None, logits_dtype=torch.float32) -> torch.Tensor:
     """fp8_mqa_logits for bf16: q [M, H, D] bfloat16, kv the K tensor [Nk, D] bfloat16 or (K,)."""
     dtype = _logits_dtype(logits_dtype)
-    _expect_q_dtype(q, torch.bfloat16, "bf16_mqa_logits", "fp8_mqa_logits")
+    _expect_q_dtype(q, *_Q_DTYPE["bf16"])
     ks, ke, names = _windows("bf16_mqa_logits", cu_seq_len_k_start, cu_seq_len_k_end, cu_seqlen_ks, cu_seqlen_ke)
-    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)
+    return _ragged(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, out, check_values, names, dtype)[0]
 
 
 _append_doc(bf16_mqa_logits, _COMPRESSED_DOC)
