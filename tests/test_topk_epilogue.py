@@ -69,6 +69,16 @@ def _range_words(maxima, ntiles):
     return out
 
 
+def watched(real, written: list):
+    """`real` (a logits call returning (logits, whether the maxima were written)), run once a call, its
+    second item appended to `written`."""
+    def call(*a):
+        r = real(*a)
+        written.append(r[1])
+        return r
+    return call
+
+
 def assert_range_state(state, ws, merge_range, want_max, want_nt):
     """The first selection's state after a launch with tile_max: the maxima's range in words 10 and 11 and
     nothing else (merge_range), or the whole workspace untouched."""
@@ -152,7 +162,7 @@ def test_paged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, nex
     inp, args = _paged_call(next_n, lens_mode)
     written = []
     real = _decode._paged_logits
-    monkeypatch.setattr(_decode, "_paged_logits", lambda *a: written.append(real(*a)[1]) or real(*a))
+    monkeypatch.setattr(_decode, "_paged_logits", watched(real, written))
     idx, val = K.fp8_paged_mqa_topk(*args, 256, return_values=True)
     assert written == [True]
     assert "topk_tile_max_kernel" not in kernels_run and "topk_range_kernel" not in kernels_run

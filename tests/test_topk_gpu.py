@@ -12,6 +12,7 @@ from bench.topk import mismatched_rows, sampled_mismatches
 from indexer_logits import _topk, _topk_fused as F, _topk_select as S
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from tuner.space import Problem
+from test_topk_epilogue import watched
 
 pytestmark = pytest.mark.gpu
 
@@ -96,13 +97,7 @@ def test_decode_topk_takes_the_tile_maxima_from_the_logits_kernel(next_n, monkey
     with or without it."""
     from indexer_logits import _decode as D
     written = []
-    real = D._paged_logits
-
-    def watched(*a):
-        r = real(*a)
-        written.append(r[1])
-        return r
-    monkeypatch.setattr(D, "_paged_logits", watched)
+    monkeypatch.setattr(D, "_paged_logits", watched(D._paged_logits, written))
     batch, ctx = 64 // next_n, 131072
     inp, args, _ = _decode(batch, ctx, next_n, lens="random", seed=7)
     if not S.tiles_first_pass(64, ctx, 2048, "cuda")[0]:
@@ -152,7 +147,7 @@ def test_ragged_topk_takes_the_tile_maxima_from_the_logits_kernel(num_seqs, monk
                               num_seqs=num_seqs, seed=num_seqs)
     written = []
     real = _topk.topk_ragged_logits
-    monkeypatch.setattr(_topk, "topk_ragged_logits", lambda *a: written.append(real(*a)[1]) or real(*a))
+    monkeypatch.setattr(_topk, "topk_ragged_logits", watched(real, written))
     logits = K.fp8_mqa_logits(*inp.args(), False)
     for _ in range(2):  # the second call replays the recorded launches
         idx = K.fp8_mqa_topk(*inp.args(), 2048, max_scratch_bytes=128 * keys * 4)

@@ -16,7 +16,7 @@ from indexer_logits._identity import Config, Problem
 from tuner.inputs import make_prefill_inputs
 
 from test_topk import assert_same_topk, needs_interpreter
-from test_topk_epilogue import assert_range_state, rendered  # noqa: F401 (a fixture)
+from test_topk_epilogue import assert_range_state, rendered, watched  # noqa: F401 (a fixture)
 from test_topk_tiles import kernels_run  # noqa: F401 (a fixture)
 
 PREFILL = Problem(family="prefill_ragged", page_size=0)
@@ -117,7 +117,7 @@ def test_ragged_topk_takes_the_first_pass_from_the_logits_kernel(kernels_run, ca
     topk, logits_fn = (K.fp8_mqa_topk, K.fp8_mqa_logits) if cache == "fp8" else (K.bf16_mqa_topk, K.bf16_mqa_logits)
     written = []
     real = _topk.topk_ragged_logits
-    monkeypatch.setattr(_topk, "topk_ragged_logits", lambda *a: written.append(real(*a)[1]) or real(*a))
+    monkeypatch.setattr(_topk, "topk_ragged_logits", watched(real, written))
     idx, val = topk(*inp.args(), 128, return_values=True, max_scratch_bytes=7 * 1500 * 4)
     assert len(written) > 1 and all(written), "every block's logits launch wrote the maxima"
     assert "topk_tile_max_kernel" not in kernels_run and "topk_range_kernel" not in kernels_run
