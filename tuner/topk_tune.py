@@ -206,7 +206,7 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
     zeros = torch.zeros_like(lens)
     idx = torch.empty(rows, k, dtype=torch.int32, device=device)
     ws = S.workspace(rows, device)
-    out, logits_out = torch.empty_like(idx), torch.empty_like(logits)
+    out = torch.empty_like(idx)
 
     def select(x, path, settings):
         return lambda: S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=lens, path=path, settings=settings)
@@ -216,6 +216,7 @@ def tune_bucket(rows: int, width: int, k: int, device: str, sms: int, timer: Cal
 
         def served(path, settings):
             return as_served(path, settings, lambda: K.fp8_paged_mqa_topk(*args, k, out=out))
+        logits_out = torch.empty_like(logits)
         logits_call = lambda: K.fp8_paged_mqa_logits(*args, False, out=logits_out)  # noqa: E731
     else:
         pargs, served_logits, lo, hi = prefill_bucket_inputs(rows, width, device)
