@@ -50,6 +50,11 @@ EPILOGUE = True
 # tile maxima read back after the tile loop"). The first form, from the dot's layout in the loop, cost that
 # kernel 43%. EPILOGUE off turns it off too.
 RAGGED_EPILOGUE = True
+# Prefill: a call's blocks of rows share their selection's plan (_topk_select.SelectionPlan: the path, its
+# settings, the launches' key, the buffers beside the workspace), made by its first block of each row count,
+# where each block made its own: the selection's host time a block measured on an H100 (4096 x 64K, blocks of 164
+# rows; docs/perf_logs/topk_prefill_blocks/call6_*) was 88-110 us where its recorded launches take ~25.
+SHARE_PLANS = True
 _NO_EPILOGUE: set = set()  # call shapes whose serving logits module cannot write the maxima (asked once)
 _fastpath.ALSO_CLEARED.append(_NO_EPILOGUE)  # clear_cache(): another table may serve them by one that can
 
@@ -94,11 +99,12 @@ def _values_output(values_out, rows: int, k: int, device):
 
 
 def _select(logits, k, window, idx, val, ws, *, lo=None, hi=None, lens=None, next_n=1, tile_maxima=None,
-            kind="prefill") -> None:
-    """Kernels where they run, else torch over the same windows (reads them on the host)."""
+            kind="prefill", plans=None) -> None:
+    """Kernels where they run, else torch over the same windows (reads them on the host). `plans`: the
+    call's blocks' (select_rows)."""
     if _on_device(logits.device):
         select_rows(logits, k, window, idx, val, ws, lo=lo, hi=hi, lens=lens, next_n=next_n, tile_maxima=tile_maxima,
-                    kind=kind)
+                    kind=kind, plans=plans)
         return
     rows = logits.shape[0]
     r = torch.arange(rows, device=logits.device)
@@ -241,13 +247,15 @@ def _ragged_topk(cache, q, kv, weights, ks, ke, k, return_values, out, values_ou
     scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
     ws = workspace(step, q.device) if _on_device(q.device) else None
     maxima, tile, words = _ragged_epilogue(q, step, keys, k, ws)
+    plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
         n = i1 - i0
         tile_max = (maxima[0][:n], maxima[1][:n], tile, ws, n * words, words) if maxima else None
         logits, written = topk_ragged_logits(cache, q[i0:i1], kv, weights[i0:i1], ks[i0:i1], ke[i0:i1],
                                              scratch[:n], check_values, tile_max)
         _select(logits, k, WINDOW_RAGGED, idx[i0:i1], None if val is None else val[i0:i1], ws,
-                lo=ks[i0:i1], hi=ke[i0:i1], tile_maxima=(tile_max[0], tile_max[1], True) if written else None)
+                lo=ks[i0:i1], hi=ke[i0:i1], tile_maxima=(tile_max[0], tile_max[1], True) if written else None,
+                plans=plans)
     return _answer(idx, val, return_values)
 
 
@@ -293,12 +301,13 @@ def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block
     step, blocks = _blocks(rows, max_context_len, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, max_context_len), dtype=torch.float32, device=q.device)
     ws = workspace(step, q.device) if _on_device(q.device) else None
+    plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
         logits = logits_fn(q[i0:i1], kv_cache, weights[i0:i1], row_request[i0:i1], row_limit[i0:i1], block_table,
                            max_context_len, False, out=scratch[:i1 - i0], scale_layout=scale_layout,
                            check_values=check_values)
         _select(logits, k, WINDOW_LIMIT, idx[i0:i1], None if val is None else val[i0:i1], ws,
-                lens=row_limit[i0:i1])
+                lens=row_limit[i0:i1], plans=plans)
     return _answer(idx, val, return_values)
 
 

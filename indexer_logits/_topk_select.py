@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 
 from . import _api, _recorded_launches, _tile_max_rule, _topk_table
+from ._checks import check_tile_maxima
 from ._identity import slugify
 from ._api import get_num_sms
 # (the window modes, _window_args and _pick_chunks: this module's names for the callers and tests that use them)
@@ -123,7 +124,8 @@ def workspace(rows: int, device) -> torch.Tensor:
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
                 ws: torch.Tensor, *, lo=None, hi=None, lens=None, next_n: int = 1, path: Optional[str] = None,
-                settings: Optional[dict] = None, tile_maxima: Optional[tuple] = None, kind: Optional[str] = None) -> str:
+                settings: Optional[dict] = None, tile_maxima: Optional[tuple] = None, kind: Optional[str] = None,
+                plans: Optional[dict] = None) -> str:
     """Write each row's top-k key indices (relative to its window start) into `indices`, and the
     scores into `values` when given. logits [R, W] float32 with unit column stride. `path`:
     which selection (PATH when None), `settings`: its launch settings over the modules' own
@@ -133,52 +135,104 @@ def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor
     written by the kernel before (the decode logits kernel's epilogue, launch(tile_max=...)) in place
     of the path's first pass; True: it merged their range into the first selection's state (the
     second half of `ws`) too. `kind`: the call's (_topk_table.KINDS), which table entries serve it.
+    `plans`: a dict one call's blocks of rows share (the same k, window, next_n, path, settings and
+    kind for all of them): a block of a row count seen before takes that block's plan and buffers
+    (SelectionPlan) in place of the path's choice, its settings and its allocations, in stream order.
     Returns the path that ran. A call's launches are recorded on its key's
     first call and replayed after (indexer_logits._recorded_launches)."""
     rows, width = logits.shape
+    given = None if tile_maxima is None else tile_maxima[2:] == (True,)
+    memo = (rows, width, given, logits.device)
+    plan = None if plans is None else plans.get(memo)
+    if plan is None:
+        plan = plan_selection(rows, width, k, window, logits.device, next_n=next_n, path=path, settings=settings,
+                              kind=kind, maxima_given=tile_maxima is not None, range_given=bool(given))
+        if plans is not None:
+            plans[memo] = plan
+    return plan.run(logits, indices, values, ws, lo, hi, lens, tile_maxima)
+
+
+class SelectionPlan:
+    """What select_rows derives from a block's shape before its launches: the path and its settings
+    (the table, the modules), the recorded launches' key, and the buffers the path reads beside the
+    workspace (the candidates', the tiles or bound path's). Built once per row count of a prefill
+    call's blocks, whose selections run in stream order: the buffers serve each block in turn (no
+    kernel reads what a block before left in them)."""
+
+    __slots__ = ("path", "s", "k", "window", "next_n", "rows", "width", "words", "parts", "cands", "scratch", "given",
+                 "key", "tile_shape")
+
+    def __init__(self, path, s, k, window, next_n, rows, width, words, parts, cands, scratch, given, key, tile_shape):
+        self.path, self.s, self.k, self.window, self.next_n = path, s, k, window, next_n
+        self.rows, self.width, self.words, self.parts = rows, width, words, parts
+        self.cands, self.scratch, self.given, self.key, self.tile_shape = cands, scratch, given, key, tile_shape
+
+    def run(self, logits, indices, values, ws, lo, hi, lens, tile_maxima) -> str:
+        path, s, k, words = self.path, self.s, self.k, self.words
+        if self.rows == 0:
+            return path
+        if tile_maxima is not None and self.tile_shape is None:
+            raise ValueError(f"tile_maxima: only the tiles and bound paths read tile maxima, not path {path!r}")
+        if (tile_maxima is not None) != bool(self.given):
+            raise ValueError(f"tile_maxima: {'none' if tile_maxima is None else 'given'} for a plan built "
+                             f"{'with' if self.given else 'without'} them")
+        if ws.numel() < self.parts * words or not ws.is_contiguous():
+            raise ValueError(f"ws: {ws.numel()} int32 words{'' if ws.is_contiguous() else ', not contiguous,'} for "
+                             f"{self.rows} rows of {s['BINS']} bins by path {path!r}, expected at least "
+                             f"{self.parts * words} contiguous (workspace(rows, device))")
+        scratch = self.scratch
+        if self.tile_shape is not None:
+            if tile_maxima is not None:  # (the kernel before wrote them: in place of the path's own)
+                check_tile_maxima(tile_maxima, self.rows, self.tile_shape, logits.device)
+                scratch = (tile_maxima[0], tile_maxima[1], *scratch[2:])
+            scratch = (*scratch, ws.view(-1)[words:2 * words])
+        cands, window, next_n, given = self.cands, self.window, self.next_n, self.given
+        inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
+        _recorded_launches.run("topk:" + path, inputs, self.key,
+                               lambda launch: _PATH_CODE[path](launch, s, logits, k, window, indices, values, ws,
+                                                               cands, lo, hi, lens, next_n, scratch, **given),
+                               out_index=1)
+        return path
+
+
+def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n: int = 1, path: Optional[str] = None,
+                   settings: Optional[dict] = None, kind: Optional[str] = None,
+                   maxima_given: bool = False, range_given: bool = False) -> SelectionPlan:
+    """select_rows' plan for a block of `rows` x `width` logits on `device` (its arguments; with
+    maxima_given, each run takes the tile maxima the kernel before wrote, and their range where
+    range_given). Allocates the block's buffers."""
+    device = torch.device(device)
     if path is None and settings is None:
-        path, settings = _serving(rows, width, logits.device, kind)
+        path, settings = _serving(rows, width, device, kind)
     elif path is None:
         path = PATH
     if path == "auto":
-        path = pick_path(rows, width, logits.device, kind)
+        path = pick_path(rows, width, device, kind)
     if path not in PATHS:
         raise ValueError(f"path: expected one of {PATHS} or 'auto', got {path!r}")
+    given = {} if not maxima_given else {"maxima_given": True, "range_given": range_given}
     if rows == 0:
-        return path
+        return SelectionPlan(path, {}, k, window, next_n, 0, width, 0, 0, None, (), given, (), None)
     s = path_settings(path, settings)
     if path == "bound" and s["COUNT_LANES"] is None:  # the model's (_topk_bound.lanes_for)
         steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
         s = dict(s, COUNT_LANES=bound_kernels().lanes_for(kind, steps))
-    if path == "resident" and _resident_chunk(rows, width, s, logits.device) is None:
+    if path == "resident" and _resident_chunk(rows, width, s, device) is None:
         path, s = "rounds", path_settings("rounds")  # (its programs could not all be resident at once)
     words = rows * state_words(s) if path != "row" else 0  # the state and histograms read
     parts = 2 if path in ("tiles", "bound") else 1  # a state for the keys and one for the tile maxima
-    if ws.numel() < parts * words or not ws.is_contiguous():
-        raise ValueError(f"ws: {ws.numel()} int32 words{'' if ws.is_contiguous() else ', not contiguous,'} for "
-                         f"{rows} rows of {s['BINS']} bins by path {path!r}, expected at least {parts * words} "
-                         f"contiguous (workspace(rows, device))")
-    launch_code = _PATH_CODE[path]
-    cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=logits.device)
-    scratch = ()
-    if path == "tiles":
-        scratch = (*_tiles_scratch(rows, width, k, s, logits.device, tile_maxima), ws.view(-1)[words:2 * words])
-    elif path == "bound":
-        scratch = (*_bound_scratch(rows, width, k, s, logits.device, tile_maxima), ws.view(-1)[words:2 * words])
-    elif tile_maxima is not None:
-        raise ValueError(f"tile_maxima: only the tiles and bound paths read tile maxima, not path {path!r}")
-    given = {} if tile_maxima is None else {"maxima_given": True, "range_given": tile_maxima[2:] == (True,)}
-    inputs = [logits, indices, values, ws, cands, lo, hi, lens, *scratch]
+    cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=device)
+    scratch, tile_shape = (), None
+    if path in ("tiles", "bound"):  # (the maxima and tile counts too where given: run() puts those in their places)
+        scratch = (_tiles_scratch if path == "tiles" else _bound_scratch)(rows, width, k, s, device)
+        tile_shape = scratch[0].shape[1]
     # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the
     # tiles path's pick step and cap (module values an experiment may change between calls)
     extra = (tiles_kernels().PICK_BLOCK, tiles_kernels().fit_cap(k)) if path == "tiles" else ()
     if path == "resident":  # (its chunk follows the device's own SM count: resident_shape)
-        extra = (_resident_chunk(rows, width, s, logits.device),)
+        extra = (_resident_chunk(rows, width, s, device),)
     key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra, *given.values())
-    _recorded_launches.run("topk:" + path, inputs, key,
-                           lambda launch: launch_code(launch, s, logits, k, window, indices, values, ws, cands,
-                                                      lo, hi, lens, next_n, scratch, **given), out_index=1)
-    return path
+    return SelectionPlan(path, s, k, window, next_n, rows, width, words, parts, cands, scratch, given, key, tile_shape)
 
 
 def path_settings(path: str, given: Optional[dict] = None) -> dict:

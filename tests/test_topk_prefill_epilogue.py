@@ -175,3 +175,40 @@ def test_ragged_epilogue_is_on_by_default_and_either_flag_turns_it_off(flag, ker
     idx = K.fp8_mqa_topk(*inp.args(), 64)
     assert asked[-1] is None and kernels_run.count("topk_tile_max_kernel") == 1
     assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 64, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("path", ["bound", "rounds"])
+def test_a_calls_blocks_share_one_selection_plan_a_row_count(path, kernels_run, monkeypatch):
+    """SHARE_PLANS: the blocks of one prefill top-k (the bound path's of 3 rows, its buffers counted in the
+    budget, the last of 2; the four kernels' of 7, the last of 6) make the selection's plan twice, once a row
+    count (the bound path's with the maxima the logits kernel wrote in place of its own, block after block),
+    and give the answer of a plan a block; a plan refuses maxima it was not built for."""
+    monkeypatch.setattr(S, "PATH", path)
+    made = []
+    real = S.plan_selection
+    monkeypatch.setattr(S, "plan_selection", lambda rows, *a, **kw: made.append(rows) or real(rows, *a, **kw))
+    inp = make_prefill_inputs(PREFILL, 20, 1500, seed=4, num_seqs=2)
+    budget = 7 * 1500 * 4
+    step = _topk.scratch_rows(20, 1500, budget, 128, "cpu")
+    assert step == (3 if path == "bound" else 7)
+    blocks = [step] * (20 // step) + [20 % step]
+    assert _topk.SHARE_PLANS is True
+    idx, val = K.fp8_mqa_topk(*inp.args(), 128, return_values=True, max_scratch_bytes=budget)
+    assert made == [step, 20 % step]
+    if path == "bound":
+        assert kernels_run.count("topk_bound_count_kernel") == len(blocks)
+        assert "topk_tile_max_kernel" not in kernels_run, "each block's maxima from its logits kernel"
+    monkeypatch.setattr(_topk, "SHARE_PLANS", False)
+    made.clear()
+    idx_own, val_own = K.fp8_mqa_topk(*inp.args(), 128, return_values=True, max_scratch_bytes=budget)
+    assert made == blocks
+    assert torch.equal(idx.sort(1).values, idx_own.sort(1).values) and torch.equal(val.sort(1).values,
+                                                                                  val_own.sort(1).values)
+    assert_same_topk(idx, None, K.fp8_mqa_logits(*inp.args()), 128, inp.cu_seqlen_ks, inp.cu_seqlen_ke)
+    if path == "bound":
+        plan = real(7, 1500, 128, S.WINDOW_RAGGED, "cpu", kind="prefill")  # built without given maxima
+        given = (torch.zeros(7, plan.tile_shape), torch.zeros(7, dtype=torch.int32), True)
+        with pytest.raises(ValueError, match="^tile_maxima: given for a plan built without them"):
+            plan.run(torch.zeros(7, 1500), torch.empty(7, 128, dtype=torch.int32), None, S.workspace(7, "cpu"),
+                     None, None, torch.full((7,), 1500, dtype=torch.int32), given)

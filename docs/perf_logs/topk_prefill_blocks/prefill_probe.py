@@ -91,11 +91,13 @@ def segments_seen(fn) -> dict:
         kept.append(out)
         return out
     P._bound_scratch = S._bound_scratch = keep
+    shared, _topk.SHARE_PLANS = _topk.SHARE_PLANS, False  # (a block's own buffers each, as before SHARE_PLANS)
     try:
         fn()
         torch.cuda.synchronize()
     finally:
         P._bound_scratch = S._bound_scratch = real
+        _topk.SHARE_PLANS = shared
     over = programs = 0
     fill = 0.0
     for _, _, seg, counts in kept:
