@@ -223,9 +223,11 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
     parts = 2 if path in ("tiles", "bound") else 1  # a state for the keys and one for the tile maxima
     cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=device)
     scratch, tile_shape = (), None
-    if path in ("tiles", "bound"):  # (the maxima and tile counts too where given: run() puts those in their places)
-        scratch = (_tiles_scratch if path == "tiles" else _bound_scratch)(rows, width, k, s, device)
-        tile_shape = scratch[0].shape[1]
+    if path in ("tiles", "bound"):  # (the maxima and tile counts None where given: run() puts those in their places)
+        scratch = (_tiles_scratch if path == "tiles" else _bound_scratch)(rows, width, k, s, device,
+                                                                          without_maxima=maxima_given)
+        tile_shape = (tiles_kernels().tiles_for(width, _tile(s, width, k, path)) if maxima_given else
+                      scratch[0].shape[1])
     # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the
     # tiles path's pick step and cap (module values an experiment may change between calls)
     extra = (tiles_kernels().PICK_BLOCK, tiles_kernels().fit_cap(k)) if path == "tiles" else ()

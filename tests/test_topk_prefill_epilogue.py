@@ -199,6 +199,8 @@ def test_a_calls_blocks_share_one_selection_plan_a_row_count(path, kernels_run, 
     if path == "bound":
         assert kernels_run.count("topk_bound_count_kernel") == len(blocks)
         assert "topk_tile_max_kernel" not in kernels_run, "each block's maxima from its logits kernel"
+        given_plan = real(step, 1500, 128, S.WINDOW_RAGGED, "cpu", kind="prefill", maxima_given=True)
+        assert given_plan.scratch[:2] == (None, None), "no maxima of its own where the logits kernel writes them"
     monkeypatch.setattr(_topk, "SHARE_PLANS", False)
     made.clear()
     idx_own, val_own = K.fp8_mqa_topk(*inp.args(), 128, return_values=True, max_scratch_bytes=budget)
