@@ -73,12 +73,17 @@ def served_counts(before: tuple, after: tuple) -> dict:
 
 
 def parse_variant(text: str) -> dict:
-    """"RAGGED_EPILOGUE=1+SHARE_PLANS=0" -> {name: bool} of indexer_logits._topk's switches."""
+    """"RAGGED_EPILOGUE=1+SHARE_PLANS=0+SCRATCH_FLOOR_MIB=48" -> {name: value} of indexer_logits._topk's
+    switches (0/1) and its SCRATCH_FLOOR (the least scratch a call's blocks take, in MiB here)."""
     out = {}
     for part in text.split("+"):
         name, _, value = part.partition("=")
+        if name == "SCRATCH_FLOOR_MIB" and value.isdigit() and int(value) > 0:
+            out["SCRATCH_FLOOR"] = int(value) << 20
+            continue
         if name not in ("RAGGED_EPILOGUE", "SHARE_PLANS", "EPILOGUE") or value not in ("0", "1"):
-            raise SystemExit(f"--variants: {part!r} is not RAGGED_EPILOGUE, SHARE_PLANS or EPILOGUE =0/1")
+            raise SystemExit(f"--variants: {part!r} is not RAGGED_EPILOGUE, SHARE_PLANS or EPILOGUE =0/1, or "
+                             "SCRATCH_FLOOR_MIB=N")
         out[name] = value == "1"
     return out
 
@@ -165,7 +170,10 @@ def main() -> int:
         for name in a.variants.split(","):
             fns[name] = with_switches(parse_variant(name), lambda: K.fp8_mqa_topk(*args, a.k, out=out))
             fns[name]()
-            here["variants"][name] = {"bad_rows_checked": sampled_mismatches(inp, out.clone(), a.k)}
+            floor = parse_variant(name).get("SCRATCH_FLOOR", _topk.SCRATCH_FLOOR)
+            budget = max(rows * keys * 4 // _topk.SCRATCH_FRACTION, floor)  # (the blocks the call took)
+            here["variants"][name] = {"bad_rows_checked": sampled_mismatches(inp, out.clone(), a.k,
+                                                                             max_scratch_bytes=budget)}
         for name, fn in fns.items():
             if name != "logits":
                 here["variants"][name].update(profile_variant(fn, a.profile))
