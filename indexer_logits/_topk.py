@@ -33,7 +33,13 @@ from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, scratch_b
                            tiles_first_pass, workspace)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
-SCRATCH_FLOOR = 16 << 20       # ... but at least this many bytes (small prefills: one block)
+# ... but at least this many bytes. A block costs the host ~50-110 us (its logits call and selection, replayed), so
+# a block's logits should cost the GPU about as much: 48 MiB of fp32 logits are 12.6M scores, ~100 us of the logits
+# kernel on an H100 at 64 heads of 128, and about the H100's L2 (the count of a bound block reads them there). Measured
+# there against 16 MiB (docs/perf_logs/topk_prefill_blocks/call9_*, one process, alternated, exact on sampled rows):
+# 8192 x 8K 1906 -> 1315 us (16 blocks -> 6; 3.02 -> 2.08 of the logits), 2048 x 32K 3516 -> 1846 us (24 -> 8;
+# 3.09 -> 1.62), both host-bound before. Calls of 1 GiB of logits or more take 1/20 as before (4096 x 64K: 51 MiB).
+SCRATCH_FLOOR = 48 << 20
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
 MAX_K = 16384                  # the selection's finishing step keeps a [next_pow2(k)] vector in registers
 NEG_INF = float("-inf")
@@ -45,15 +51,16 @@ EPILOGUE = True
 # after its tile loop and writes the bound path's tile maxima and their range (templates/prefill_ragged.py.jinja,
 # _chunk_maxima), sparing a block's maxima and range kernels. Measured on an H100 (4096 x 64K, blocks of 164 rows,
 # one process, alternated; docs/perf_logs/topk_prefill_blocks/call4_*): the ragged kernel +3% (4679 -> 4821 us),
-# the maxima and range kernels' 519 us gone, end to end 6507 -> 6364 us (1.496 -> 1.463 of the logits), exact;
-# but the call's host enqueue time 4279 -> 6532 us, so it is now host-bound (docs/PERF.md, "Top-k: the prefill's
-# tile maxima read back after the tile loop"). The first form, from the dot's layout in the loop, cost that
-# kernel 43%. EPILOGUE off turns it off too.
+# the maxima and range kernels' 519 us gone, end to end 6507 -> 6364 us (1.496 -> 1.463 of the logits), exact.
+# (Call 4 also read the call's host enqueue time 4279 -> 6532 us; call 6 timed it alone, 4036 -> 3333 us, every
+# block's launches replayed either way: the host's times drift 2x between calls, the epilogue saves two launches.)
+# The first form, from the dot's layout in the loop, cost that kernel 43%. EPILOGUE off turns it off too.
 RAGGED_EPILOGUE = True
 # Prefill: a call's blocks of rows share their selection's plan (_topk_select.SelectionPlan: the path, its
 # settings, the launches' key, the buffers beside the workspace), made by its first block of each row count,
-# where each block made its own: the selection's host time a block measured on an H100 (4096 x 64K, blocks of 164
-# rows; docs/perf_logs/topk_prefill_blocks/call6_*) was 88-110 us where its recorded launches take ~25.
+# where each block made its own. Measured on an H100 (docs/perf_logs/topk_prefill_blocks/call8_*): the selections'
+# host time over the 25 blocks of a 4096 x 64K call 4623 -> 2445 us (not what bounds that call: end to end level);
+# 8192 x 8K, 16 blocks of 512 rows, host-bound: end to end 2323 -> 1909 us (3.60 -> 2.96 of the logits).
 SHARE_PLANS = True
 _NO_EPILOGUE: set = set()  # call shapes whose serving logits module cannot write the maxima (asked once)
 _fastpath.ALSO_CLEARED.append(_NO_EPILOGUE)  # clear_cache(): another table may serve them by one that can
