@@ -38,7 +38,10 @@ SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [row
 # kernel on an H100 at 64 heads of 128, and about the H100's L2 (the count of a bound block reads them there). Measured
 # there against 16 MiB (docs/perf_logs/topk_prefill_blocks/call9_*, one process, alternated, exact on sampled rows):
 # 8192 x 8K 1906 -> 1315 us (16 blocks -> 6; 3.02 -> 2.08 of the logits), 2048 x 32K 3516 -> 1846 us (24 -> 8;
-# 3.09 -> 1.62), both host-bound before. Calls of 1 GiB of logits or more take 1/20 as before (4096 x 64K: 51 MiB).
+# 3.09 -> 1.62), both host-bound before. A sweep (call11_*): 32 / 48 / 64 / 96 MiB at 8192 x 8K 2.18 / 1.99 / 1.90 /
+# 1.85 of the logits, 2048 x 32K 1.72 / 1.55 / 1.56 / 1.55, 4096 x 16K 1.81 / 1.81 / 1.72 / 1.75: device-bound from 48
+# on. Not 64: calls of 1 GiB of logits or more take 1/20 as before (4096 x 64K: 51 MiB, 164-row blocks; 197-row
+# ones ran slower there, and 64 MiB would reach the 1/16 of its logits the top-k may add).
 SCRATCH_FLOOR = 48 << 20
 ENV_BACKEND = "INDEXER_LOGITS_BACKEND"
 MAX_K = 16384                  # the selection's finishing step keeps a [next_pow2(k)] vector in registers
