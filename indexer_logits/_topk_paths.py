@@ -83,7 +83,7 @@ def _tiles_scratch(rows: int, width: int, k: int, s: dict, device, given: Option
     tile = _tile(s, width, k)
     chunks = _pick_chunks(rows, tiles_kernels().tiles_for(width, tile), s)[1]
     shapes = tiles_kernels().scratch_shapes(rows, width, k, tile, chunks)
-    return _buffers([(shape, real) for shape, real in shapes], rows, device, given, without_maxima)
+    return _buffers(shapes, rows, device, given, without_maxima)
 
 
 def _buffers(shapes: list, rows: int, device, given: Optional[tuple], without_maxima: bool) -> tuple:
