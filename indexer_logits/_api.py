@@ -114,6 +114,10 @@ def get_num_sms() -> int:
 
 def _device_sms(index: Optional[int] = None) -> int:
     """The SM count of CUDA device `index` (the current one when None), cached; CPU_NUM_SMS without CUDA."""
+    if index is not None:  # a device counted before: no CUDA query (a top-k call asks several times)
+        count = _device_num_sms.get(index)
+        if count is not None:
+            return count
     if not torch.cuda.is_available():
         return CPU_NUM_SMS
     index = torch.cuda.current_device() if index is None else index
