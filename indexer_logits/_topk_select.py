@@ -159,12 +159,12 @@ class SelectionPlan:
     call's blocks, whose selections run in stream order: the buffers serve each block in turn (no
     kernel reads what a block before left in them)."""
 
-    __slots__ = ("path", "s", "k", "window", "next_n", "rows", "width", "words", "parts", "cands", "scratch", "given",
-                 "key", "tile_shape")
+    __slots__ = ("path", "s", "k", "window", "next_n", "rows", "words", "parts", "cands", "scratch", "given", "key",
+                 "tile_shape")
 
-    def __init__(self, path, s, k, window, next_n, rows, width, words, parts, cands, scratch, given, key, tile_shape):
+    def __init__(self, path, s, k, window, next_n, rows, words, parts, cands, scratch, given, key, tile_shape):
         self.path, self.s, self.k, self.window, self.next_n = path, s, k, window, next_n
-        self.rows, self.width, self.words, self.parts = rows, width, words, parts
+        self.rows, self.words, self.parts = rows, words, parts
         self.cands, self.scratch, self.given, self.key, self.tile_shape = cands, scratch, given, key, tile_shape
 
     def run(self, logits, indices, values, ws, lo, hi, lens, tile_maxima) -> str:
@@ -212,7 +212,7 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
         raise ValueError(f"path: expected one of {PATHS} or 'auto', got {path!r}")
     given = {} if not maxima_given else {"maxima_given": True, "range_given": range_given}
     if rows == 0:
-        return SelectionPlan(path, {}, k, window, next_n, 0, width, 0, 0, None, (), given, (), None)
+        return SelectionPlan(path, {}, k, window, next_n, 0, 0, 0, None, (), given, (), None)
     s = path_settings(path, settings)
     if path == "bound" and s["COUNT_LANES"] is None:  # the model's (_topk_bound.lanes_for)
         steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
@@ -234,7 +234,7 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
     if path == "resident":  # (its chunk follows the device's own SM count: resident_shape)
         extra = (_resident_chunk(rows, width, s, device),)
     key = (k, window, next_n, tuple(s.values()), get_num_sms() if path != "row" else 0, *extra, *given.values())
-    return SelectionPlan(path, s, k, window, next_n, rows, width, words, parts, cands, scratch, given, key, tile_shape)
+    return SelectionPlan(path, s, k, window, next_n, rows, words, parts, cands, scratch, given, key, tile_shape)
 
 
 def path_settings(path: str, given: Optional[dict] = None) -> dict:
