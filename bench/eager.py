@@ -212,7 +212,9 @@ def decode_phases(il, batch: int, context: int, calls: int) -> dict:
     kv2, scales, ps, sps = mod._cache_views(kv)
     row["views_us"] = _us(lambda: mod._cache_views(kv), calls)
     row["grid_us"] = _us(lambda: mod._grid(batch, context, q.device), calls)
-    row["desc_us"] = _us(lambda: mod._cache_descriptor(kv2, kv.shape[0], ps), calls)
+    # (a module whose cache loads take no TMA descriptor has no _cache_descriptor: the H100's default 64x8K one)
+    row["desc_us"] = (_us(lambda: mod._cache_descriptor(kv2, kv.shape[0], ps), calls)
+                      if hasattr(mod, "_cache_descriptor") else None)
     row["empty_us"] = _us(lambda: torch.empty(batch, context, device="cuda"), calls)
     try:
         row["direct_us"], row["direct_err"] = _direct_decode(mod, q, kv, w, lens, bt, out, batch, context, calls)

@@ -58,11 +58,20 @@ def pack_paged_cache(cache: torch.Tensor, ue8m0: bool = False) -> tuple[torch.Te
     (uint8) and its dequantized bf16 copy."""
     pages, page, heads, dim = cache.shape
     assert heads == 1
-    values, scale = quantize_rows(cache, ue8m0)
     packed = torch.empty((pages, page * (dim + 4)), dtype=torch.uint8, device=cache.device)
-    packed[:, : page * dim] = values.reshape(pages, page * dim).view(torch.uint8)
-    packed[:, page * dim:] = scale.reshape(pages, page).contiguous().view(torch.uint8)
-    return packed.view(pages, page, 1, dim + 4), dequantize_rows(values, scale)
+    back = torch.empty_like(cache, dtype=torch.bfloat16)
+    # a block of pages at a time (each row's own scale: the same bytes): DeepGEMM 54e2261's 4096 x 8K case
+    # quantized whole took two fp32 copies of a 8.6 GB cache and ran an H100 out of memory
+    for p0 in range(0, pages, PACK_PAGES):
+        p1 = min(pages, p0 + PACK_PAGES)
+        values, scale = quantize_rows(cache[p0:p1], ue8m0)
+        packed[p0:p1, : page * dim] = values.reshape(p1 - p0, page * dim).view(torch.uint8)
+        packed[p0:p1, page * dim:] = scale.reshape(p1 - p0, page).contiguous().view(torch.uint8)
+        back[p0:p1] = dequantize_rows(values, scale)
+    return packed.view(pages, page, 1, dim + 4), back
+
+
+PACK_PAGES = 1 << 14  # pages pack_paged_cache quantizes at once (16K pages of 64 x 128: 0.5 GiB of fp32)
 
 
 # ---------------------------------------------------------------------------------------------

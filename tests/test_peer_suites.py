@@ -287,6 +287,20 @@ def _id(v):
 # CPU: the interpreter, at scaled-down shapes.
 
 
+@pytest.mark.parametrize("ue8m0", [False, True])
+def test_packing_a_cache_a_block_of_pages_at_a_time_changes_no_byte(ue8m0, monkeypatch):
+    """pack_paged_cache quantizes PACK_PAGES pages at a time (the 4096 x 8K case's peak memory): the bytes
+    and the dequantized copy are those of packing the cache whole."""
+    import _peer_inputs as P
+    cache = torch.randn(7, 64, 1, 32, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    whole = P.pack_paged_cache(cache, ue8m0)
+    monkeypatch.setattr(P, "PACK_PAGES", 3)
+    blocks = P.pack_paged_cache(cache, ue8m0)
+    assert torch.equal(whole[0], blocks[0]) and torch.equal(whole[1], blocks[1])
+    values, scale = P.quantize_rows(cache, ue8m0)
+    assert torch.equal(whole[1], P.dequantize_rows(values, scale))
+
+
 def test_the_criteria_can_fail():
     """The pass criteria reject a wrong mask, a wrong value and a drift past the simulated bound."""
     x = deepgemm_prefill(32, 128, 64, 128, False, "cpu", seed=1)
