@@ -212,9 +212,8 @@ def decode_phases(il, batch: int, context: int, calls: int) -> dict:
     kv2, scales, ps, sps = mod._cache_views(kv)
     row["views_us"] = _us(lambda: mod._cache_views(kv), calls)
     row["grid_us"] = _us(lambda: mod._grid(batch, context, q.device), calls)
-    # (a module whose cache loads take no TMA descriptor has no _cache_descriptor: the H100's default 64x8K one)
-    row["desc_us"] = (_us(lambda: mod._cache_descriptor(kv2, kv.shape[0], ps), calls)
-                      if hasattr(mod, "_cache_descriptor") else None)
+    if hasattr(mod, "_cache_descriptor"):  # (none where the cache loads take no TMA descriptor: the H100's 64x8K)
+        row["desc_us"] = _us(lambda: mod._cache_descriptor(kv2, kv.shape[0], ps), calls)
     row["empty_us"] = _us(lambda: torch.empty(batch, context, device="cuda"), calls)
     try:
         row["direct_us"], row["direct_err"] = _direct_decode(mod, q, kv, w, lens, bt, out, batch, context, calls)

@@ -83,13 +83,13 @@ _TOPK_Q = {"fp8": (torch.float8_e4m3fn, "fp8_paged_mqa_logits", "bf16_paged_mqa_
 
 
 def topk_logits(cache: str, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                scale_layout, check_values, enable_pdl, tile_max=None, out=None) -> tuple:
+                scale_layout, check_values, enable_pdl, tile_max=None) -> tuple:
     """The logits a top-k call scores (fp8_ or bf16_paged_mqa_logits per `cache`: float32, no
-    clean_logits; into `out` where given). With tile_max the serving kernel also writes the tiles path's
-    first pass where it can (_paged_logits). Returns (logits, whether tile_max was written)."""
+    clean_logits). With tile_max the serving kernel also writes the tiles path's first pass where it
+    can (_paged_logits). Returns (logits, whether tile_max was written)."""
     _expect_q_dtype(q, *_TOPK_Q[cache])
     return _paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False,
-                         out, scale_layout, check_values, enable_pdl, None, torch.float32, tile_max)
+                         None, scale_layout, check_values, enable_pdl, None, torch.float32, tile_max)
 
 
 _INDICES_DOC = """indices (DeepGEMM 54e2261's varlen decode): None, or int32 [B] with next_n == 1, indices[t]

@@ -29,9 +29,8 @@ from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunke
 from ._decode import topk_logits
 from ._prefill import topk_ragged_logits
 from ._tables import interpreting
-from ._topk_buffers import call_buffers, carve, plans_before
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, scratch_bytes_per_row, select_rows,
-                           tiles_first_pass, workspace_shape)
+                           tiles_first_pass, workspace)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 # ... but at least this many bytes. A block costs the host ~50-110 us (its logits call and selection, replayed), so
@@ -158,25 +157,22 @@ def _answer(idx, val, return_values):
 # ---------------------------------------------------------------------------------------------
 # Decode over the paged cache.
 
-def _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws, new):
+def _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws):
     """(tile_max for the logits launch, the call's shape) where the tiles path serves this decode
     call and its logits module may write the first pass (EPILOGUE), else (None, None). The maxima
-    and counts are new buffers (`new`'s: _topk_buffers.call_buffers); the range goes to the first selection's state in `ws`."""
+    and counts are new buffers; the range goes to the first selection's state in `ws`."""
     if ws is None or not EPILOGUE or rows < 1 or not all(isinstance(t, torch.Tensor) for t in (kv_cache, context_lens)):
         return None, None
-    if not _width_ok(max_context_len):
+    if isinstance(max_context_len, bool) or not isinstance(max_context_len, int) or max_context_len < 1:
         return None, None  # the logits call's checks name it
     tile, words = tiles_first_pass(rows, max_context_len, k, q.device)
     shape = (q.device, tuple(q.shape), q.dtype, tuple(kv_cache.shape), tuple(context_lens.shape), max_context_len,
              scale_layout, k)
     if not tile or shape in _NO_EPILOGUE:
         return None, None
-    maxima = new((rows, -(-max_context_len // tile)), torch.float32)
-    return (maxima, new((rows,), torch.int32), tile, ws, rows * words, words), shape
-
-
-def _width_ok(width) -> bool:
-    return not isinstance(width, bool) and isinstance(width, int) and width >= 1
+    maxima = torch.empty((rows, -(-max_context_len // tile)), dtype=torch.float32, device=q.device)
+    ntiles = torch.empty((rows,), dtype=torch.int32, device=q.device)
+    return (maxima, ntiles, tile, ws, rows * words, words), shape
 
 
 def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k,
@@ -184,30 +180,21 @@ def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule
     k = check_k(k)
     device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
     rows = q.shape[0] * q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else 0
-    new, arena = call_buffers(device, _on_device(device))
-    ws = new(workspace_shape(rows), torch.int32) if _on_device(device) else None
-    tile_max, shape = _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws, new)
-    logits, plans = None, None
-    if arena is not None and rows > 0 and isinstance(context_lens, torch.Tensor) and _width_ok(max_context_len):
-        logits = arena((rows, max_context_len), torch.float32)
-        plans = plans_before(arena, (rows,), max_context_len, k, _decode_window(context_lens), device, "decode",
-                             tile_max is not None, q.shape[1])
-    ws, tile_max, logits, plans = carve(arena, ws, tile_max, logits, plans)
+    # zeroed before the logits kernel, so that the selection's kernels follow it back to back
+    ws = workspace(rows, device) if _on_device(device) else None
+    tile_max, shape = _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws)
     logits, written = topk_logits(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                                  max_context_len, scale_layout, check_values, enable_pdl, tile_max, out=logits)
+                                  max_context_len, scale_layout, check_values, enable_pdl, tile_max)
     if tile_max and not written:
         _NO_EPILOGUE.add(shape)
     rows, next_n = logits.shape[0], q.shape[1]
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
+    window = WINDOW_LIMIT if context_lens.dim() == 2 else WINDOW_CAUSAL
     lens = context_lens.reshape(-1) if context_lens.dim() == 2 else context_lens
-    _select(logits, k, _decode_window(context_lens), idx, val, ws, lens=lens, next_n=next_n,
-            tile_maxima=(tile_max[0], tile_max[1], True) if written else None, kind="decode", plans=plans)
+    _select(logits, k, window, idx, val, ws, lens=lens, next_n=next_n,
+            tile_maxima=(tile_max[0], tile_max[1], True) if written else None, kind="decode")
     return _answer(idx, val, return_values)
-
-
-def _decode_window(context_lens) -> int:
-    return WINDOW_LIMIT if context_lens.dim() == 2 else WINDOW_CAUSAL
 
 
 def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k=2048,
@@ -267,13 +254,10 @@ def _ragged_topk(cache, q, kv, weights, ks, ke, k, return_values, out, values_ou
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     step, blocks = _blocks(rows, keys, max_scratch_bytes, k, q.device)
-    new, arena = call_buffers(q.device, _on_device(q.device))
-    scratch = new((step, keys), torch.float32)
-    ws = new(workspace_shape(step), torch.int32) if _on_device(q.device) else None
-    maxima, tile, words = _ragged_epilogue(q, step, keys, k, ws, new)
-    plans = None if not SHARE_PLANS else {} if arena is None else plans_before(
-        arena, [i1 - i0 for i0, i1 in blocks], keys, k, WINDOW_RAGGED, q.device, "prefill", maxima is not None)
-    ws, scratch, maxima, plans = carve(arena, ws, scratch, maxima, plans)
+    scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
+    ws = workspace(step, q.device) if _on_device(q.device) else None
+    maxima, tile, words = _ragged_epilogue(q, step, keys, k, ws)
+    plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
         n = i1 - i0
         tile_max = (maxima[0][:n], maxima[1][:n], tile, ws, n * words, words) if maxima else None
@@ -285,17 +269,18 @@ def _ragged_topk(cache, q, kv, weights, ks, ke, k, return_values, out, values_ou
     return _answer(idx, val, return_values)
 
 
-def _ragged_epilogue(q, rows: int, keys: int, k: int, ws, new) -> tuple:
+def _ragged_epilogue(q, rows: int, keys: int, k: int, ws) -> tuple:
     """((maxima, ntiles), tile, state words a row) for the blocks of a ragged prefill top-k where the
     bound path serves a block of `rows` x `keys` (its tile maxima over absolute keys: the logits
-    kernel's epilogue writes them, launch(tile_max=...)), else (None, 0, 0). The buffers (`new`'s:
-    _topk_buffers.call_buffers) serve every block; the range goes to the first selection's state in `ws`."""
+    kernel's epilogue writes them, launch(tile_max=...)), else (None, 0, 0). The buffers serve every
+    block; the range goes to the first selection's state in `ws`."""
     if ws is None or not (EPILOGUE and RAGGED_EPILOGUE) or rows < 1 or keys < 1:
         return None, 0, 0
     tile, words = tiles_first_pass(rows, keys, k, q.device, "prefill")
     if not tile:
         return None, 0, 0
-    return (new((rows, -(-keys // tile)), torch.float32), new((rows,), torch.int32)), tile, words
+    return ((torch.empty((rows, -(-keys // tile)), dtype=torch.float32, device=q.device),
+             torch.empty((rows,), dtype=torch.int32, device=q.device)), tile, words)
 
 
 def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, k=2048, *, return_values=False, out=None,
@@ -324,12 +309,9 @@ def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block
     idx = top_k_output(out, rows, k, q.device)
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     step, blocks = _blocks(rows, max_context_len, max_scratch_bytes, k, q.device)
-    new, arena = call_buffers(q.device, _on_device(q.device))
-    scratch = new((step, max_context_len), torch.float32)
-    ws = new(workspace_shape(step), torch.int32) if _on_device(q.device) else None
-    plans = None if not SHARE_PLANS else {} if arena is None else plans_before(
-        arena, [i1 - i0 for i0, i1 in blocks], max_context_len, k, WINDOW_LIMIT, q.device, "prefill", False)
-    ws, scratch, plans = carve(arena, ws, scratch, plans)
+    scratch = torch.empty((step, max_context_len), dtype=torch.float32, device=q.device)
+    ws = workspace(step, q.device) if _on_device(q.device) else None
+    plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
         logits = logits_fn(q[i0:i1], kv_cache, weights[i0:i1], row_request[i0:i1], row_limit[i0:i1], block_table,
                            max_context_len, False, out=scratch[:i1 - i0], scale_layout=scale_layout,

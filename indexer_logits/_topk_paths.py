@@ -76,26 +76,24 @@ def _tile(s: dict, width: int, k: int, path: str = "tiles") -> int:
 
 
 def _tiles_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None,
-                   without_maxima: bool = False, alloc=None) -> tuple:
+                   without_maxima: bool = False) -> tuple:
     """The tiles path's buffers, as indexer_logits._topk_tiles.scratch_shapes lists (and
     scratch_bytes counts) them; the first two (maxima, tile counts) are `given`'s where given, None
-    with without_maxima (a plan whose runs are given them: _topk_select.SelectionPlan). `alloc`:
-    (shape, dtype) -> the buffer (a call's one allocation, _topk_arena.Arena), else torch.empty."""
+    with without_maxima (a plan whose runs are given them: _topk_select.SelectionPlan)."""
     tile = _tile(s, width, k)
     chunks = _pick_chunks(rows, tiles_kernels().tiles_for(width, tile), s)[1]
     shapes = tiles_kernels().scratch_shapes(rows, width, k, tile, chunks)
-    return _buffers(shapes, rows, device, given, without_maxima, alloc)
+    return _buffers(shapes, rows, device, given, without_maxima)
 
 
-def _buffers(shapes: list, rows: int, device, given: Optional[tuple], without_maxima: bool, alloc=None) -> tuple:
+def _buffers(shapes: list, rows: int, device, given: Optional[tuple], without_maxima: bool) -> tuple:
     """The buffers of (shape, float32 or int32) `shapes`: the first two given's (checked: tile maxima and
-    counts) where given, None where without_maxima, else alloc's (empty tensors where alloc is None)."""
+    counts) where given, None where without_maxima, else empty tensors."""
     if given is not None:
         check_tile_maxima(given, rows, shapes[0][0][1], device)
-    if alloc is None:
-        alloc = lambda shape, dtype: torch.empty(shape, dtype=dtype, device=device)  # noqa: E731
     return tuple(given[i] if given is not None and i < 2 else None if without_maxima and i < 2 else
-                 alloc(shape, torch.float32 if real else torch.int32) for i, (shape, real) in enumerate(shapes))
+                 torch.empty(shape, dtype=torch.float32 if real else torch.int32, device=device)
+                 for i, (shape, real) in enumerate(shapes))
 
 
 def _pick_chunks(rows: int, nt: int, s: dict) -> tuple:
@@ -194,11 +192,11 @@ def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
 
 
 def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None,
-                   without_maxima: bool = False, alloc=None) -> tuple:
+                   without_maxima: bool = False) -> tuple:
     """The bound path's buffers (_bound_shapes); the maxima and tile counts `given`'s where the logits
-    kernel wrote them (None with without_maxima, as _tiles_scratch; `alloc` likewise)."""
+    kernel wrote them (None with without_maxima, as _tiles_scratch)."""
     shapes = [(shape, i == 0) for i, shape in enumerate(_bound_shapes(rows, width, k, s))]
-    return _buffers(shapes, rows, device, given, without_maxima, alloc)
+    return _buffers(shapes, rows, device, given, without_maxima)
 
 
 def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch,

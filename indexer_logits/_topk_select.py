@@ -15,7 +15,6 @@ import torch
 from . import _api, _recorded_launches, _tile_max_rule, _topk_table
 from ._checks import check_tile_maxima
 from ._identity import slugify
-from ._topk_arena import bind
 from ._api import get_num_sms
 # (the window modes, _window_args and _pick_chunks: this module's names for the callers and tests that use them)
 from ._topk_launch import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, _window_args, bound_kernels,  # noqa: F401
@@ -118,14 +117,9 @@ def workspace(rows: int, device) -> torch.Tensor:
     """The zeroed per-row state and histograms, twice over (the tiles path's two selections keep a
     state each); the kernels leave it zero again, so one workspace serves every row block of a
     call (in stream order)."""
-    return torch.zeros(workspace_shape(rows), dtype=torch.int32, device=device)
-
-
-def workspace_shape(rows: int) -> tuple:
-    """The int32 shape of workspace(rows, ...)."""
     kn = kernels()
     bins = max(kn.BINS, max(_topk_table.ALLOWED["rounds"]["BINS"]))  # wide enough for any table entry's bins
-    return (2 * rows, kn.STATE + 2 * bins)
+    return torch.zeros((2 * rows, kn.STATE + 2 * bins), dtype=torch.int32, device=device)
 
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
@@ -173,12 +167,6 @@ class SelectionPlan:
         self.rows, self.words, self.parts = rows, words, parts
         self.cands, self.scratch, self.given, self.key, self.tile_shape = cands, scratch, given, key, tile_shape
 
-    def bind(self, views: list) -> "SelectionPlan":
-        """Its buffers as views of the call's one allocation, where plan_selection reserved them in an
-        Arena (_topk_arena): each Reserved by its view in `views` (Arena.carve's)."""
-        self.cands, self.scratch = bind(self.cands, views), bind(self.scratch, views)
-        return self
-
     def run(self, logits, indices, values, ws, lo, hi, lens, tile_maxima) -> str:
         path, s, k, words = self.path, self.s, self.k, self.words
         if self.rows == 0:
@@ -209,11 +197,10 @@ class SelectionPlan:
 
 def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n: int = 1, path: Optional[str] = None,
                    settings: Optional[dict] = None, kind: Optional[str] = None,
-                   maxima_given: bool = False, range_given: bool = False, alloc=None) -> SelectionPlan:
+                   maxima_given: bool = False, range_given: bool = False) -> SelectionPlan:
     """select_rows' plan for a block of `rows` x `width` logits on `device` (its arguments; with
     maxima_given, each run takes the tile maxima the kernel before wrote, and their range where
-    range_given). Allocates the block's buffers, or with `alloc` (a _topk_arena.Arena) reserves them
-    there: the plan runs once bound to the arena's views (SelectionPlan.bind)."""
+    range_given). Allocates the block's buffers."""
     device = torch.device(device)
     if path is None and settings is None:
         path, settings = _serving(rows, width, device, kind)
@@ -234,12 +221,11 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
         path, s = "rounds", path_settings("rounds")  # (its programs could not all be resident at once)
     words = rows * state_words(s) if path != "row" else 0  # the state and histograms read
     parts = 2 if path in ("tiles", "bound") else 1  # a state for the keys and one for the tile maxima
-    cands = (torch.empty((rows, s["CAP"]), dtype=torch.int64, device=device) if alloc is None else
-             alloc((rows, s["CAP"]), torch.int64))
+    cands = torch.empty((rows, s["CAP"]), dtype=torch.int64, device=device)
     scratch, tile_shape = (), None
     if path in ("tiles", "bound"):  # (the maxima and tile counts None where given: run() puts those in their places)
         scratch = (_tiles_scratch if path == "tiles" else _bound_scratch)(rows, width, k, s, device,
-                                                                          without_maxima=maxima_given, alloc=alloc)
+                                                                          without_maxima=maxima_given)
         tile_shape = (tiles_kernels().tiles_for(width, _tile(s, width, k, path)) if maxima_given else
                       scratch[0].shape[1])
     # everything the launch code reads beyond the inputs' shapes: the settings, the SM count, and the

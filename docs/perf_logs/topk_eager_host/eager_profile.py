@@ -22,14 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import indexer_logits as K  # noqa: E402
 from bench.eager import decode_inputs, prefill_inputs  # noqa: E402
-from indexer_logits import _api, _call_key, _recorded_launches as R, _topk, _topk_arena, _topk_select as S  # noqa: E402
+from indexer_logits import _api, _call_key, _recorded_launches as R, _topk, _topk_select as S  # noqa: E402
 
 CASES = (("decode", 1, 4096), ("decode", 64, 8192), ("prefill", 128, 8192), ("prefill", 1024, 4096))
 K_ = 2048
 # (owner, attribute, label): each wrapped with a timer while the parts are timed
 PARTS = ((_topk, "topk_logits", "decode logits call"), (_topk, "topk_ragged_logits", "ragged logits call"),
-         (_topk, "workspace", "workspace (zeros)"), (_topk, "carve", "carve (one allocation, ws zeroed)"),
-         (_topk_arena.Arena, "carve", "Arena.carve (allocation, views)"), (_topk, "select_rows", "select_rows"),
+         (_topk, "workspace", "workspace (zeros)"), (_topk, "select_rows", "select_rows"),
          (S, "plan_selection", "plan_selection"), (S.SelectionPlan, "run", "plan.run"),
          (R, "run", "recorded launches"), (_call_key, "skeleton_of", "key skeleton"), (_call_key, "find", "guard find"),
          (torch, "empty", "torch.empty"), (torch, "zeros", "torch.zeros"), (_api, "_device_sms", "_device_sms"))
@@ -58,9 +57,7 @@ def timed_parts(fn, calls: int) -> dict:
     totals = {label: [0.0, 0] for _, _, label in PARTS}
     saved = []
     for owner, name, label in PARTS:
-        real = getattr(owner, name, None)
-        if real is None:  # (a part of another version of the call: _topk.workspace before _topk.carve)
-            continue
+        real = getattr(owner, name)
         saved.append((owner, name, real))
 
         def wrap(*a, _real=real, _label=label, **kw):
