@@ -29,8 +29,8 @@ from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunke
 from ._decode import topk_logits
 from ._prefill import topk_ragged_logits
 from ._tables import interpreting
-from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, scratch_bytes_per_row, select_rows,
-                           tiles_first_pass, workspace)
+from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, call_workspace, scratch_bytes_per_row,
+                           select_rows, tiles_first_pass, workspace)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 # ... but at least this many bytes. A block costs the host ~50-110 us (its logits call and selection, replayed), so
@@ -163,7 +163,7 @@ def _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows,
     and counts are new buffers; the range goes to the first selection's state in `ws`."""
     if ws is None or not EPILOGUE or rows < 1 or not all(isinstance(t, torch.Tensor) for t in (kv_cache, context_lens)):
         return None, None
-    if isinstance(max_context_len, bool) or not isinstance(max_context_len, int) or max_context_len < 1:
+    if not _width_ok(max_context_len):
         return None, None  # the logits call's checks name it
     tile, words = tiles_first_pass(rows, max_context_len, k, q.device)
     shape = (q.device, tuple(q.shape), q.dtype, tuple(kv_cache.shape), tuple(context_lens.shape), max_context_len,
@@ -175,13 +175,20 @@ def _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows,
     return (maxima, ntiles, tile, ws, rows * words, words), shape
 
 
+def _width_ok(width) -> bool:
+    return not isinstance(width, bool) and isinstance(width, int) and width >= 1
+
+
 def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k,
                 return_values, out, values_out, scale_layout, check_values, enable_pdl):
     k = check_k(k)
     device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
     rows = q.shape[0] * q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else 0
     # zeroed before the logits kernel, so that the selection's kernels follow it back to back
-    ws = workspace(rows, device) if _on_device(device) else None
+    ws = None
+    if _on_device(device):
+        ws = (call_workspace((rows,), max_context_len, device, "decode") if _width_ok(max_context_len) else
+              workspace(rows, device))
     tile_max, shape = _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws)
     logits, written = topk_logits(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                   max_context_len, scale_layout, check_values, enable_pdl, tile_max)
@@ -255,7 +262,7 @@ def _ragged_topk(cache, q, kv, weights, ks, ke, k, return_values, out, values_ou
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     step, blocks = _blocks(rows, keys, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
-    ws = workspace(step, q.device) if _on_device(q.device) else None
+    ws = call_workspace([i1 - i0 for i0, i1 in blocks], keys, q.device, "prefill") if _on_device(q.device) else None
     maxima, tile, words = _ragged_epilogue(q, step, keys, k, ws)
     plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
@@ -310,7 +317,8 @@ def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     step, blocks = _blocks(rows, max_context_len, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, max_context_len), dtype=torch.float32, device=q.device)
-    ws = workspace(step, q.device) if _on_device(q.device) else None
+    ws = (call_workspace([i1 - i0 for i0, i1 in blocks], max_context_len, q.device, "prefill")
+          if _on_device(q.device) else None)
     plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
         logits = logits_fn(q[i0:i1], kv_cache, weights[i0:i1], row_request[i0:i1], row_limit[i0:i1], block_table,

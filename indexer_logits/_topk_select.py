@@ -117,9 +117,38 @@ def workspace(rows: int, device) -> torch.Tensor:
     """The zeroed per-row state and histograms, twice over (the tiles path's two selections keep a
     state each); the kernels leave it zero again, so one workspace serves every row block of a
     call (in stream order)."""
+    return torch.zeros(workspace_shape(rows), dtype=torch.int32, device=device)
+
+
+def workspace_shape(rows: int) -> tuple:
+    """The int32 shape of workspace(rows, ...)."""
     kn = kernels()
     bins = max(kn.BINS, max(_topk_table.ALLOWED["rounds"]["BINS"]))  # wide enough for any table entry's bins
-    return torch.zeros((2 * rows, kn.STATE + 2 * bins), dtype=torch.int32, device=device)
+    return (2 * rows, kn.STATE + 2 * bins)
+
+
+# A call whose every block the row path serves (one program a row: no state, no histograms) gets an empty workspace,
+# made once a device, in place of a zeroed one: no allocation and no fill kernel a call (call_workspace). On an H100
+# the fill was a kernel of ~1 us before the logits kernel in every top-k call (docs/perf_logs/topk_arena, call 4),
+# and a torch.zeros ~11-15 us of an eager call's host time (call 2). Measured: docs/PERF.md, "Top-k: no workspace
+# for the row path".
+SKIP_UNREAD_WORKSPACE = True
+_EMPTY_WORKSPACES: dict = {}
+
+
+def call_workspace(row_counts, width: int, device, kind: Optional[str] = None) -> torch.Tensor:
+    """The workspace of a call whose blocks have these row counts (select_rows with neither path nor settings):
+    workspace(the largest), or where the row path serves every block (SKIP_UNREAD_WORKSPACE) an empty one, shared
+    by every such call on the device (nothing reads or writes it)."""
+    device = torch.device(device)
+    rows = max(row_counts, default=0)
+    if not SKIP_UNREAD_WORKSPACE or rows < 1 or any(_serving(n, width, device, kind)[0] != "row" for n in
+                                                   set(row_counts) if n > 0):
+        return workspace(rows, device)
+    empty = _EMPTY_WORKSPACES.get(device)
+    if empty is None:
+        empty = _EMPTY_WORKSPACES[device] = torch.empty((0, workspace_shape(1)[1]), dtype=torch.int32, device=device)
+    return empty
 
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],
