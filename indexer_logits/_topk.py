@@ -29,6 +29,7 @@ from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunke
 from ._decode import topk_logits
 from ._prefill import topk_ragged_logits
 from ._tables import interpreting
+from ._topk_workspace import give_back
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, call_workspace, scratch_bytes_per_row,
                            select_rows, tiles_first_pass, workspace)
 
@@ -185,10 +186,10 @@ def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule
     device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
     rows = q.shape[0] * q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else 0
     # zeroed before the logits kernel, so that the selection's kernels follow it back to back
-    ws = None
+    ws, kept = None, None
     if _on_device(device):
-        ws = (call_workspace((rows,), max_context_len, device, "decode") if _width_ok(max_context_len) else
-              workspace(rows, device))
+        ws, kept = (call_workspace((rows,), max_context_len, device, "decode") if _width_ok(max_context_len) else
+                    (workspace(rows, device), None))
     tile_max, shape = _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws)
     logits, written = topk_logits(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                   max_context_len, scale_layout, check_values, enable_pdl, tile_max)
@@ -201,6 +202,7 @@ def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule
     lens = context_lens.reshape(-1) if context_lens.dim() == 2 else context_lens
     _select(logits, k, window, idx, val, ws, lens=lens, next_n=next_n,
             tile_maxima=(tile_max[0], tile_max[1], True) if written else None, kind="decode")
+    give_back(kept, ws)
     return _answer(idx, val, return_values)
 
 
@@ -262,7 +264,8 @@ def _ragged_topk(cache, q, kv, weights, ks, ke, k, return_values, out, values_ou
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     step, blocks = _blocks(rows, keys, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, keys), dtype=torch.float32, device=q.device)
-    ws = call_workspace([i1 - i0 for i0, i1 in blocks], keys, q.device, "prefill") if _on_device(q.device) else None
+    ws, kept = (call_workspace([i1 - i0 for i0, i1 in blocks], keys, q.device, "prefill") if _on_device(q.device)
+                else (None, None))
     maxima, tile, words = _ragged_epilogue(q, step, keys, k, ws)
     plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
@@ -273,6 +276,7 @@ def _ragged_topk(cache, q, kv, weights, ks, ke, k, return_values, out, values_ou
         _select(logits, k, WINDOW_RAGGED, idx[i0:i1], None if val is None else val[i0:i1], ws,
                 lo=ks[i0:i1], hi=ke[i0:i1], tile_maxima=(tile_max[0], tile_max[1], True) if written else None,
                 plans=plans)
+    give_back(kept, ws)
     return _answer(idx, val, return_values)
 
 
@@ -317,8 +321,8 @@ def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block
     val = _values_output(values_out, rows, k, q.device) if return_values else None
     step, blocks = _blocks(rows, max_context_len, max_scratch_bytes, k, q.device)
     scratch = torch.empty((step, max_context_len), dtype=torch.float32, device=q.device)
-    ws = (call_workspace([i1 - i0 for i0, i1 in blocks], max_context_len, q.device, "prefill")
-          if _on_device(q.device) else None)
+    ws, kept = (call_workspace([i1 - i0 for i0, i1 in blocks], max_context_len, q.device, "prefill")
+                if _on_device(q.device) else (None, None))
     plans = {} if SHARE_PLANS else None
     for i0, i1 in blocks:
         logits = logits_fn(q[i0:i1], kv_cache, weights[i0:i1], row_request[i0:i1], row_limit[i0:i1], block_table,
@@ -326,6 +330,7 @@ def _chunked_topk(logits_fn, q, kv_cache, weights, row_request, row_limit, block
                            check_values=check_values)
         _select(logits, k, WINDOW_LIMIT, idx[i0:i1], None if val is None else val[i0:i1], ws,
                 lens=row_limit[i0:i1], plans=plans)
+    give_back(kept, ws)
     return _answer(idx, val, return_values)
 
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from . import _api, _recorded_launches, _tile_max_rule, _topk_table
+from . import _api, _recorded_launches, _tile_max_rule, _topk_table, _topk_workspace
 from ._checks import check_tile_maxima
 from ._identity import slugify
 from ._api import get_num_sms
@@ -136,19 +136,21 @@ SKIP_UNREAD_WORKSPACE = True
 _EMPTY_WORKSPACES: dict = {}
 
 
-def call_workspace(row_counts, width: int, device, kind: Optional[str] = None) -> torch.Tensor:
-    """The workspace of a call whose blocks have these row counts (select_rows with neither path nor settings):
-    workspace(the largest), or where the row path serves every block (SKIP_UNREAD_WORKSPACE) an empty one, shared
-    by every such call on the device (nothing reads or writes it)."""
+def call_workspace(row_counts, width: int, device, kind: Optional[str] = None) -> tuple:
+    """(ws, key) of a call whose blocks have these row counts (select_rows with neither path nor settings): a
+    zeroed workspace of at least the largest count's rows, kept from an earlier call on this stream where one is
+    (_topk_workspace.take; the caller hands `key` to _topk_workspace.give_back once its launches are enqueued), or
+    where the row path serves every block (SKIP_UNREAD_WORKSPACE) an empty one, shared by every such call on the
+    device (nothing reads or writes it; its key None)."""
     device = torch.device(device)
     rows = max(row_counts, default=0)
     if not SKIP_UNREAD_WORKSPACE or rows < 1 or any(_serving(n, width, device, kind)[0] != "row" for n in
                                                    set(row_counts) if n > 0):
-        return workspace(rows, device)
+        return _topk_workspace.take(rows, device, lambda n: workspace(n, device))
     empty = _EMPTY_WORKSPACES.get(device)
     if empty is None:
         empty = _EMPTY_WORKSPACES[device] = torch.empty((0, workspace_shape(1)[1]), dtype=torch.int32, device=device)
-    return empty
+    return empty, None
 
 
 def select_rows(logits: torch.Tensor, k: int, window: int, indices: torch.Tensor, values: Optional[torch.Tensor],

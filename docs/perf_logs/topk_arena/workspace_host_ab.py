@@ -1,11 +1,15 @@
-"""The host time of an eager top-k call the row path serves, its workspace skipped (_topk_select.
-SKIP_UNREAD_WORKSPACE) against zeroed, alternated in one process: calls enqueued back to back (host us a call),
-then one synchronisation (end to end us a call); the same indices both ways.
+"""The host time of eager top-k calls with a module flag off and on, alternated in one process: calls enqueued
+back to back (host us a call), then one synchronisation (end to end us a call); the same indices both ways. By
+default the flag is _topk_select.SKIP_UNREAD_WORKSPACE (a call the row path serves: no workspace against a zeroed
+one; call 6), and the cases three that the row path serves on an H100; call 7 gives _topk_workspace.KEEP (the
+workspace kept across calls) and cases of every path.
 
-    python3 docs/perf_logs/topk_arena/workspace_host_ab.py [--calls 300] [--rounds 5] [--out FILE]
+    python3 docs/perf_logs/topk_arena/workspace_host_ab.py [--flag MODULE.NAME] [--cases decode:128x8192,...]
+        [--calls 300] [--rounds 5] [--out FILE]
 """
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -21,7 +25,7 @@ from bench.eager import decode_inputs, prefill_inputs  # noqa: E402
 from indexer_logits import _topk_select as S  # noqa: E402
 
 K_ = 2048
-CASES = (("decode", 128, 8192), ("prefill", 128, 8192), ("decode", 64, 8192))  # (the last: not the row path's)
+CASES = "decode:128x8192,prefill:128x8192,decode:64x8192"
 
 
 def case_fn(kind: str, rows: int, keys: int):
@@ -45,39 +49,45 @@ def timed(fn, calls: int) -> tuple:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--flag", default="_topk_select.SKIP_UNREAD_WORKSPACE")
+    ap.add_argument("--cases", default=CASES)
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    result = {"device": torch.cuda.get_device_name(), "cases": {}}
-    print(result["device"], flush=True)
-    for kind, rows, keys in CASES:
+    result = {"device": torch.cuda.get_device_name(), "flag": a.flag, "cases": {}}
+    print(result["device"], a.flag, flush=True)
+    module, _, flag = a.flag.rpartition(".")
+    owner = importlib.import_module(f"indexer_logits.{module}")
+    cases = [(kind, *(int(n) for n in shape.split("x"))) for kind, _, shape in
+             (c.partition(":") for c in a.cases.split(","))]
+    for kind, rows, keys in cases:
         idx, fn = case_fn(kind, rows, keys)
         answers, runs = {}, {True: [], False: []}
-        for skip in (False, True):
-            S.SKIP_UNREAD_WORKSPACE = skip
+        for on in (False, True):
+            setattr(owner, flag, on)
             for _ in range(10):
                 fn()
             torch.cuda.synchronize()
-            answers[skip] = idx.sort(1).values.clone()
+            answers[on] = idx.sort(1).values.clone()
         for r in range(a.rounds):
-            for skip in ((False, True) if r % 2 == 0 else (True, False)):
-                S.SKIP_UNREAD_WORKSPACE = skip
-                runs[skip].append(timed(fn, a.calls))
-        S.SKIP_UNREAD_WORKSPACE = True
+            for on in ((False, True) if r % 2 == 0 else (True, False)):
+                setattr(owner, flag, on)
+                runs[on].append(timed(fn, a.calls))
+        setattr(owner, flag, True)
         path = S._serving(rows, keys, torch.device("cuda"), kind)[0]
         name = f"{kind} {rows}x{keys // 1024}K ({path})"
         result["cases"][name] = v = {
             "same_indices": bool(torch.equal(answers[True], answers[False])),
-            **{f"{'skipped' if skip else 'zeroed'}_{what}_us": round(statistics.median(t[i] for t in runs[skip]), 1)
-               for skip in (False, True) for i, what in enumerate(("host", "call"))}}
+            **{f"{'on' if on else 'off'}_{what}_us": round(statistics.median(t[i] for t in runs[on]), 1)
+               for on in (False, True) for i, what in enumerate(("host", "call"))}}
         print(name, v, flush=True)
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=1))
-    print(f"\n{'case':30s} {'host us: zeroed':>16s} {'skipped':>8s} {'call us: zeroed':>16s} {'skipped':>8s} same")
+    print(f"\n{'case':30s} {'host us: off':>13s} {'on':>7s} {'call us: off':>13s} {'on':>7s} same")
     for name, v in result["cases"].items():
-        print(f"{name:30s} {v['zeroed_host_us']:16.1f} {v['skipped_host_us']:8.1f} {v['zeroed_call_us']:16.1f} "
-              f"{v['skipped_call_us']:8.1f} {v['same_indices']}")
+        print(f"{name:30s} {v['off_host_us']:13.1f} {v['on_host_us']:7.1f} {v['off_call_us']:13.1f} "
+              f"{v['on_call_us']:7.1f} {v['same_indices']}")
     return 0
 
 

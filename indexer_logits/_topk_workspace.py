@@ -1,0 +1,66 @@
+"""The top-k's zeroed workspace kept from one eager call to the next on the same stream, in place of a
+torch.zeros a call: the selection's last kernel leaves every state and histogram it used zero again (what lets
+one workspace serve a call's blocks of rows), so a workspace a call used is zero again, in stream order, for the
+next call on that stream.
+
+Why: on an H100 host a torch.zeros cost 11-15 us of a top-k call's 70-150 us of host time, and its fill ~1 us of
+the GPU's before the logits kernel (docs/perf_logs/topk_arena, calls 2, 4 and 6). Measured with it: docs/PERF.md,
+"Top-k: the workspace kept across calls".
+
+The rules that keep it exact:
+- a call takes the workspace out of the store (`take`) and puts it back (`give_back`) only once every one of its
+  launches is enqueued; a call that raises never puts it back (its kernels may have left it dirty), and two calls
+  at once (threads) never hold one workspace;
+- the store is keyed by the device, torch's current raw stream on it and the rows in a power of two (a workspace
+  of more rows serves: a call uses the first rows of each of its two halves' layout, workspace()), so a workspace
+  is reused only in that stream's order;
+- none is kept while a stream captures a CUDA graph (the graph's replays would share it with eager calls on other
+  streams): a captured call takes a new one, as before;
+- at most MAX_KEPT are kept (a few KiB a row each); _fastpath.clear_cache() empties the store.
+A stream that torch destroys and whose handle a new one reuses while the old one's kernels run could share a
+workspace; torch's streams come from pools that it never destroys.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+from . import _fastpath
+
+KEEP = True    # off: a new zeroed workspace a call, as before
+MAX_KEPT = 64
+_KEPT: dict = {}
+_fastpath.ALSO_CLEARED.append(_KEPT)
+
+
+def _stream_key(device: torch.device) -> Optional[tuple]:
+    """(device, its current raw stream) where a workspace may be kept, else None: a CUDA stream that is not
+    capturing a graph, on the current device (where the launches go); the interpreter's CPU tensors (calls run
+    one after another)."""
+    if device.type != "cuda":
+        return ("cpu",) if device.type == "cpu" else None
+    c = torch._C
+    raw, current = getattr(c, "_cuda_getCurrentRawStream", None), getattr(c, "_cuda_getDevice", None)
+    if raw is None or current is None or current() != device.index or torch.cuda.is_current_stream_capturing():
+        return None
+    return (device.index, raw(device.index))
+
+
+def take(rows: int, device: torch.device, make: Callable[[int], torch.Tensor]) -> tuple:
+    """(a zeroed workspace of at least `rows` rows, its key for give_back or None): a kept one where the store
+    holds one for this stream and size, else make(rows in a power of two) (make(rows) where none may be kept)."""
+    stream = _stream_key(device) if KEEP and rows > 0 else None
+    if stream is None:
+        return make(rows), None
+    key = (*stream, 1 << (rows - 1).bit_length())
+    ws = _KEPT.pop(key, None)
+    return (make(key[-1]) if ws is None else ws), key
+
+
+def give_back(key: Optional[tuple], ws: torch.Tensor) -> None:
+    """Keep `ws` for the next call on its stream (take's key; None: not kept): once every launch of the call
+    that used it is enqueued, so that its last kernel zeroes it again before the next call's first reads it."""
+    if key is not None and len(_KEPT) < MAX_KEPT:
+        _KEPT[key] = ws
