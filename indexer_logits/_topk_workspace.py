@@ -3,9 +3,10 @@ torch.zeros a call: the selection's last kernel leaves every state and histogram
 one workspace serve a call's blocks of rows), so a workspace a call used is zero again, in stream order, for the
 next call on that stream.
 
-Why: on an H100 host a torch.zeros cost 11-15 us of a top-k call's 70-150 us of host time, and its fill ~1 us of
-the GPU's before the logits kernel (docs/perf_logs/topk_arena, calls 2, 4 and 6). Measured with it: docs/PERF.md,
-"Top-k: the workspace kept across calls".
+Why: on an H100 host a torch.zeros cost 11-15 us of a top-k call's 70-150 us of host time (docs/perf_logs/
+topk_arena, calls 2 and 6). Measured there with it (call 7, alternated): 9-10 us less host time a call (decode 1x4K
+95.6 -> 86.6 us, 64x32K 149.4 -> 139.0, 1x1M 149.5 -> 139.5; prefill 1024x4K 119.8 -> 109.9), the same indices
+(docs/PERF.md, "Top-k: the workspace").
 
 The rules that keep it exact:
 - a call takes the workspace out of the store (`take`) and puts it back (`give_back`) only once every one of its
