@@ -13,8 +13,8 @@ The rules that keep it exact:
   launches is enqueued; a call that raises never puts it back (its kernels may have left it dirty), and two calls
   at once (threads) never hold one workspace;
 - the store is keyed by the device, torch's current raw stream on it and the rows in a power of two (a workspace
-  of more rows serves: a call uses the first rows of each of its two halves' layout, workspace()), so a workspace
-  is reused only in that stream's order;
+  of more rows serves: a call of r rows reads its first 2r state rows, two states of r rows, and leaves the rest
+  as it found it, zero), so a workspace is reused only in that stream's order;
 - none is kept while a stream captures a CUDA graph (the graph's replays would share it with eager calls on other
   streams): a captured call takes a new one, as before;
 - at most MAX_KEPT are kept (a few KiB a row each); _fastpath.clear_cache() empties the store.
