@@ -38,6 +38,7 @@ from typing import Optional
 import torch
 
 from . import _fastpath
+from ._checks import positive_int
 from ._dispatch import Selection, device_compute_capability
 
 ENV_CHECK_VALUES = "INDEXER_LOGITS_CHECK_VALUES"
@@ -136,7 +137,7 @@ def set_num_sms(num_sms: Optional[int]) -> None:
     if num_sms is None:
         _num_sms_override = None
         return
-    if isinstance(num_sms, bool) or not isinstance(num_sms, int) or num_sms < 1:
+    if not positive_int(num_sms):
         raise ValueError(f"num_sms: expected a positive int (or None for the device's count), got {num_sms!r}")
     if torch.cuda.is_available() and num_sms > _device_sms():
         raise ValueError(f"num_sms: expected at most the current CUDA device's {_device_sms()} SMs, got {num_sms}")

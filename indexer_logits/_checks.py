@@ -14,6 +14,11 @@ import torch
 
 from ._layout import CacheLayout, check_cache, layout_of
 
+
+def positive_int(value) -> bool:
+    """Whether `value` is an int of at least 1 (a bool is not): the arguments that count something."""
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 1
+
 Q_DTYPES = {torch.float8_e4m3fn: "fp8", torch.bfloat16: "bf16"}
 
 
@@ -95,7 +100,7 @@ def check_decode(q, kv_cache, weights, context_lens, block_table, max_context_le
         raise ValueError(f"block_table: expected {b} rows (one per request), got shape {list(block_table.shape)}")
     if block_table.stride(1) != 1:
         raise ValueError(f"block_table: expected contiguous rows (stride(1) == 1), got strides {list(block_table.stride())}")
-    if isinstance(max_context_len, bool) or not isinstance(max_context_len, int) or max_context_len < 1:
+    if not positive_int(max_context_len):
         raise ValueError(f"max_context_len: expected a positive int, got {max_context_len!r}")
     _same_device("q", q, kv_cache=kv_cache, weights=weights, context_lens=context_lens, block_table=block_table)
     args = DecodeArgs(b, n, h, d, layout, context_lens.dim() == 2, page_stride, block_table.shape[1], max_context_len)
@@ -327,7 +332,7 @@ def check_prefill_paged(q, kv_cache, weights, row_request, row_limit, block_tabl
     _tensor("block_table", block_table, (torch.int32,), 2)
     if block_table.stride(1) != 1:
         raise ValueError(f"block_table: expected contiguous rows (stride(1) == 1), got strides {list(block_table.stride())}")
-    if isinstance(max_context_len, bool) or not isinstance(max_context_len, int) or max_context_len < 1:
+    if not positive_int(max_context_len):
         raise ValueError(f"max_context_len: expected a positive int, got {max_context_len!r}")
     _same_device("q", q, kv_cache=kv_cache, weights=weights, row_request=row_request, row_limit=row_limit,
                  block_table=block_table)

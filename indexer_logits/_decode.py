@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ._checks import (check_decode, check_indices, check_indices_values)
+from ._checks import (check_decode, check_indices, check_indices_values, positive_int)
 from ._dispatch import Selection, select
 from ._identity import DECODE_PAGED, problem_dict
 from ._reference import paged_mqa_logits_ref
@@ -178,7 +178,7 @@ def get_paged_mqa_logits_metadata(context_lens, block_kv: int, num_sms: int, ind
                          f"{getattr(context_lens, 'dtype', type(context_lens).__name__)} "
                          f"{list(getattr(context_lens, 'shape', []))}")
     for name, value in (("block_kv", block_kv), ("num_sms", num_sms)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not positive_int(value):
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     if indices is not None:
         next_n = context_lens.shape[1] if context_lens.dim() == 2 else 1

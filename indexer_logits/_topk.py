@@ -28,6 +28,7 @@ from . import _fastpath
 from ._chunked import bf16_paged_mqa_logits_chunked, fp8_paged_mqa_logits_chunked
 from ._decode import topk_logits
 from ._prefill import topk_ragged_logits
+from ._checks import positive_int
 from ._tables import interpreting
 from ._topk_workspace import give_back
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, call_workspace, scratch_bytes_per_row,
@@ -164,7 +165,7 @@ def _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows,
     and counts are new buffers; the range goes to the first selection's state in `ws`."""
     if ws is None or not EPILOGUE or rows < 1 or not all(isinstance(t, torch.Tensor) for t in (kv_cache, context_lens)):
         return None, None
-    if not _width_ok(max_context_len):
+    if not positive_int(max_context_len):
         return None, None  # the logits call's checks name it
     tile, words = tiles_first_pass(rows, max_context_len, k, q.device)
     shape = (q.device, tuple(q.shape), q.dtype, tuple(kv_cache.shape), tuple(context_lens.shape), max_context_len,
@@ -176,10 +177,6 @@ def _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows,
     return (maxima, ntiles, tile, ws, rows * words, words), shape
 
 
-def _width_ok(width) -> bool:
-    return not isinstance(width, bool) and isinstance(width, int) and width >= 1
-
-
 def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, k,
                 return_values, out, values_out, scale_layout, check_values, enable_pdl):
     k = check_k(k)
@@ -188,7 +185,7 @@ def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule
     # zeroed before the logits kernel, so that the selection's kernels follow it back to back
     ws, kept = None, None
     if _on_device(device):
-        ws, kept = (call_workspace((rows,), max_context_len, device, "decode") if _width_ok(max_context_len) else
+        ws, kept = (call_workspace((rows,), max_context_len, device, "decode") if positive_int(max_context_len) else
                     (workspace(rows, device), None))
     tile_max, shape = _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws)
     logits, written = topk_logits(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta,
@@ -236,7 +233,7 @@ def scratch_rows(rows: int, width: int, max_scratch_bytes: Optional[int] = None,
     _topk_select.scratch_bytes_per_row)."""
     if max_scratch_bytes is None:
         budget = max(rows * width * 4 // SCRATCH_FRACTION, SCRATCH_FLOOR)
-    elif isinstance(max_scratch_bytes, bool) or not isinstance(max_scratch_bytes, int) or max_scratch_bytes < 1:
+    elif not positive_int(max_scratch_bytes):
         raise ValueError(f"max_scratch_bytes: expected a positive int or None, got {max_scratch_bytes!r}")
     else:
         budget = max_scratch_bytes
