@@ -32,7 +32,7 @@ from ._checks import positive_int
 from ._tables import interpreting
 from ._topk_workspace import give_back
 from ._topk_select import (WINDOW_CAUSAL, WINDOW_LIMIT, WINDOW_RAGGED, call_workspace, scratch_bytes_per_row,
-                           select_rows, tiles_first_pass, workspace)
+                           select_rows, tiles_first_pass)
 
 SCRATCH_FRACTION = 20          # default scratch: this fraction of the full [rows, Nk] logits
 # ... but at least this many bytes. A block costs the host ~50-110 us (its logits call and selection, replayed), so
@@ -184,9 +184,8 @@ def _paged_topk(cache, q, kv_cache, weights, context_lens, block_table, schedule
     rows = q.shape[0] * q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else 0
     # zeroed before the logits kernel, so that the selection's kernels follow it back to back
     ws, kept = None, None
-    if _on_device(device):
-        ws, kept = (call_workspace((rows,), max_context_len, device, "decode") if positive_int(max_context_len) else
-                    (workspace(rows, device), None))
+    if _on_device(device) and positive_int(max_context_len):  # (else the logits call refuses it: no selection)
+        ws, kept = call_workspace((rows,), max_context_len, device, "decode")
     tile_max, shape = _epilogue(q, kv_cache, context_lens, max_context_len, scale_layout, k, rows, ws)
     logits, written = topk_logits(cache, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                   max_context_len, scale_layout, check_values, enable_pdl, tile_max)
@@ -209,8 +208,9 @@ def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedule
     """The k best keys of each decode row: fp8_paged_mqa_logits's arguments (its clean_logits is
     not needed), then k (2048 by default). Returns int32 [B * next_n, k] key positions (-1 past
     the row's valid keys), or (indices, float32 scores) with return_values. `out` / `values_out`:
-    buffers to write them into. Allocates the logits [B * next_n, max_context_len] and a small
-    workspace per call, and where the tiles path serves the tile maxima (1/8-1/32 of the logits),
+    buffers to write them into. Allocates the logits [B * next_n, max_context_len] per call (and a small
+    workspace, kept from one eager call to the next on a stream: _topk_workspace), and where the tiles
+    path serves the tile maxima (1/8-1/32 of the logits),
     which the logits kernel writes beside them (EPILOGUE)."""
     return _paged_topk("fp8", q, kv_cache, weights, context_lens, block_table, schedule_meta,
                        max_context_len, k, return_values, out, values_out, scale_layout, check_values, enable_pdl)

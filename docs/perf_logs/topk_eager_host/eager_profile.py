@@ -28,7 +28,7 @@ CASES = (("decode", 1, 4096), ("decode", 64, 8192), ("prefill", 128, 8192), ("pr
 K_ = 2048
 # (owner, attribute, label): each wrapped with a timer while the parts are timed
 PARTS = ((_topk, "topk_logits", "decode logits call"), (_topk, "topk_ragged_logits", "ragged logits call"),
-         (_topk, "workspace", "workspace (zeros)"), (_topk, "select_rows", "select_rows"),
+         (S, "workspace", "workspace (zeros)"), (_topk, "select_rows", "select_rows"),
          (S, "plan_selection", "plan_selection"), (S.SelectionPlan, "run", "plan.run"),
          (R, "run", "recorded launches"), (_call_key, "skeleton_of", "key skeleton"), (_call_key, "find", "guard find"),
          (torch, "empty", "torch.empty"), (torch, "zeros", "torch.zeros"), (_api, "_device_sms", "_device_sms"))
