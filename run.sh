@@ -5,8 +5,8 @@
 #   ten minutes; progress with an ETA), emit the frozen modules and dispatch table, verify them,
 #   benchmark them against the baselines, write the report;
 # - without a GPU: cross-compile a sample of the search space for sm_120 (RTX PRO 6000
-#   Blackwell) and sm_90, predict the RTX PRO 6000's table (the performance model over sm_120's
-#   space, cross-compiled; nothing to do when the committed table came from the same model,
+#   Blackwell) and sm_90, predict the RTX PRO 6000's and the H100's tables (the performance model over
+#   the target's space, cross-compiled; nothing to do when the committed table came from the same model,
 #   templates and Triton, and with db/xcompile_cache.jsonl a few minutes of pre-rank otherwise), then run the whole tuning loop (ask, render, gate, time, store)
 #   on tiny shapes under Triton's CPU interpreter, emit it into db/scratch/ and verify it there.
 set -euo pipefail
@@ -22,6 +22,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 else
   $PY cli.py check --target sm_120 --target sm_90 --sample 8
   $PY cli.py predict --gpu rtx_pro_6000 --if-stale
+  $PY cli.py predict --gpu h100_sxm --if-stale
   scratch=db/scratch
   $PY cli.py tune --interpret --heads 16 --head-dim 32 --page-size 32 --batch 2 --context 128,256 \
     --trials 3 --ask-batch 3 --db "$scratch/cpu_trials.sqlite" --quiet

@@ -18,7 +18,9 @@ FILE` commands that time those configs into the trial store, whose emit keeps th
 H200 table took 20 of a fresh tune's choices (docs/PERF.md, "The tuner's search").
 
 Usage (GPU host): python3 -m bench.predicted [--predicted [NAME=]PATH ...] [--next-n 1,2] [--lens full|quarter|score]
-                  [--rounds 3] [--total-s 210] [--adopt FILE [--adopt-below 0.985]]
+                  [--rounds 3] [--total-s 210] [--adopt FILE [--adopt-below 0.985]] [--shipped PATH|defaults]
+                  (--shipped defaults: a GPU with no tuned table, its predicted table against the family defaults
+                  it would get without one)
 No GPU:           python3 -m bench.predicted --cpu-smoke  (H=16, D=32 under the interpreter, wall clock;
                   the pairing and the report, not the figures)
                   python3 -m bench.predicted --stored  (per bucket: the same config or not, and where the
@@ -46,6 +48,9 @@ SHIPPED_TABLE = ROOT / "indexer_logits" / "tables" / "nvidia_h200" / "dispatch.j
 SMOKE_BUCKETS = ((2, 256), (3, 512))
 
 
+DEFAULTS_TABLE = ROOT / "indexer_logits" / "tables" / "default" / "dispatch.json"
+
+
 def table_configs(path: Path) -> dict:
     """{(problem, (batch, context)): Config} of a dispatch table's entries."""
     from indexer_logits._identity import Config, Problem
@@ -53,6 +58,22 @@ def table_configs(path: Path) -> dict:
     table = json.loads(Path(path).read_text())
     return {(Problem.from_dict(e["problem"]), (e["bucket"]["batch"], e["bucket"]["context"])):
             Config.from_dict(table["modules"][e["variant"]]["config"]) for e in table["entries"]}
+
+
+def default_configs(candidates: list, path: Path = DEFAULTS_TABLE) -> dict:
+    """--shipped defaults: {(problem, bucket): the family default Config} for every bucket of the
+    candidate tables whose problem has one, i.e. what a GPU with no table is served (the defaults
+    table's `defaults`, one module a problem, whatever the bucket)."""
+    from indexer_logits._identity import Config
+
+    table = json.loads(Path(path).read_text())
+    out = {}
+    for candidate in candidates:
+        for problem, bucket in candidate:
+            variant = table["defaults"].get(problem.key)
+            if variant is not None:
+                out[(problem, bucket)] = Config.from_dict(table["modules"][variant]["config"])
+    return out
 
 
 def pairs(shipped: dict, predicted: dict, next_ns, dtype: str = "fp8", contexts=None) -> list:
@@ -211,7 +232,9 @@ def main(argv=None) -> int:
     ap.add_argument("--predicted", action="append", default=None, metavar="[NAME=]PATH",
                     help="a candidate table (a dispatch.json; repeatable: every candidate is timed in the same "
                          "rounds) [default: the blind predicted H200 table]")
-    ap.add_argument("--shipped", type=Path, default=SHIPPED_TABLE, help="the tuned table (a dispatch.json)")
+    ap.add_argument("--shipped", type=Path, default=SHIPPED_TABLE,
+                    help="the tuned table (a dispatch.json), or `defaults`: the family defaults a GPU with no table "
+                         "gets, at each of the candidates' buckets")
     ap.add_argument("--next-n", default="1,2", help="decode draft tokens, a comma list")
     ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"], help="the decode problems' dtype")
     ap.add_argument("--lens", default="full", choices=["full", "quarter", "score"],
@@ -240,8 +263,8 @@ def main(argv=None) -> int:
     names = [n for n, _ in named]
     try:
         next_ns = [int(v) for v in args.next_n.split(",") if v.strip()]
-        shipped = table_configs(args.shipped)
         tables = [table_configs(path) for _, path in named]
+        shipped = default_configs(tables) if str(args.shipped) == "defaults" else table_configs(args.shipped)
         contexts = {int(v) for v in args.contexts.split(",") if v.strip()}
         todo = bucket_rows(shipped, tables, next_ns, args.dtype, contexts)
     except (OSError, ValueError, KeyError) as exc:

@@ -46,6 +46,17 @@ def test_pairs_follow_the_buckets_both_tables_have():
     assert tool.pairs(shipped, predicted, [2])[0][0] == N2
 
 
+def test_shipped_defaults_are_the_family_defaults_at_the_candidates_buckets():
+    """--shipped defaults: each candidate bucket paired with what a GPU with no table is served there."""
+    table = json.loads(tool.DEFAULTS_TABLE.read_text())
+    want = Config.from_dict(table["modules"][table["defaults"][N1.key]]["config"])
+    odd = dataclasses.replace(N1, heads=8)  # no family default of its own: left out
+    got = tool.default_configs([{(N1, (64, 8192)): OTHER, (odd, (1, 4096)): OTHER}, {(N1, (1, 4096)): OTHER}])
+    assert got == {(N1, (64, 8192)): want, (N1, (1, 4096)): want}
+    assert want != OTHER  # so the pairing below times two configs
+    assert [(b, a) for _, b, a, _ in tool.pairs(got, {(N1, (64, 8192)): OTHER}, [1])] == [((64, 8192), want)]
+
+
 def test_report_and_geo_means():
     ship = dataclasses.replace(OTHER, num_stages=2)
     rows = [(N1, (1, 4096), ship, [ship], None), (N1, (64, 8192), ship, [OTHER], {ship: 20.0, OTHER: 25.0}),
