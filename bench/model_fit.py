@@ -3,7 +3,7 @@ ranks first among the timed ones (with each trial's own registers and shared mem
 best timed score; the geo-mean of that regret is tuner.model's fit figure. No GPU.
 
 Usage: python -m bench.model_fit [--db db/trials.sqlite] [--slug nvidia_h200] [--gpu h200] [--min-configs 5]
-                                 [--latency-us X --start-us Y] [--verbose]
+                                 [--family decode|prefill] [--latency-us X --start-us Y] [--verbose]
 """
 
 from __future__ import annotations
@@ -18,14 +18,20 @@ from pathlib import Path
 from bench._common import ROOT
 
 
-def load_groups(db: Path, slug: str) -> dict:
-    """{(problem, batch, context): {config key: the best ok trial row of that config}} of decode."""
+FAMILIES = {"decode": ("decode_paged",), "prefill": ("prefill_ragged", "prefill_paged")}
+
+
+def load_groups(db: Path, slug: str, family: str = "decode") -> dict:
+    """{(problem, batch, context): {config key: the best ok trial row of that config}} of the
+    family's problems (FAMILIES: decode, or the two prefill families)."""
     from indexer_logits._identity import Problem
 
     con = sqlite3.connect(db)
     con.row_factory = sqlite3.Row
+    names = FAMILIES[family]
     rows = con.execute("select * from trials where gpu_slug = ? and status = 'ok' and score_ms is not null "
-                       "and family = 'decode_paged' and registers is not null", [slug]).fetchall()
+                       f"and family in ({', '.join('?' * len(names))}) and registers is not null",
+                       [slug, *names]).fetchall()
     groups: dict = defaultdict(dict)
     for r in rows:
         key = (Problem.from_json(r["problem_json"]), r["bucket_batch"], r["bucket_context"])
@@ -68,6 +74,7 @@ def main(argv=None) -> int:
     ap.add_argument("--slug", default="nvidia_h200", help="the GPU slug of the stored trials")
     ap.add_argument("--gpu", default="h200", help="the built-in device (tuner/devices.py) the model takes")
     ap.add_argument("--min-configs", type=int, default=5, help="buckets with fewer timed configs are left out")
+    ap.add_argument("--family", default="decode", choices=sorted(FAMILIES), help="decode, or the two prefill families")
     ap.add_argument("--latency-us", type=float, default=None)
     ap.add_argument("--start-us", type=float, default=None)
     ap.add_argument("--verbose", action="store_true", help="one line per bucket")
@@ -80,9 +87,9 @@ def main(argv=None) -> int:
         dev = device(args.gpu, latency_us=args.latency_us, start_us=args.start_us)
     except ValueError as exc:
         ap.error(str(exc))
-    rows = regrets(load_groups(args.db, args.slug), dev, args.min_configs)
+    rows = regrets(load_groups(args.db, args.slug, args.family), dev, args.min_configs)
     if not rows:
-        print(f"no decode bucket with {args.min_configs}+ timed configs for {args.slug} in {args.db}")
+        print(f"no {args.family} bucket with {args.min_configs}+ timed configs for {args.slug} in {args.db}")
         return 1
     by_problem: dict = defaultdict(list)
     for problem, b, c, n, regret, chosen in rows:

@@ -29,7 +29,10 @@ from the H200 A/B of 2026-12-03 under Triton 3.6, 3.8 and 3.9 (docs/PERF.md, "Th
 TMA with the chain costs 2-9%, TMA with the tree gains 2.5-3% under 3.8 (the fence), and the
 tree costs 1.10-1.19x under 3.8 on ragged prefill. Model 8: a run's first tile is not overlapped
 (its read's whole latency, then its dot), which the chain term had given the pipeline's rate;
-and a program's q is in flight beside its first tiles, not streamed after them.
+and a program's q is in flight beside its first tiles, not streamed after them. Model 9: the prefill
+body's shape fit to the H200's stored prefill trials (prefill_body_cost): top-1 regret over their 6
+buckets 1.085 (worst 1.30) -> 1.018 (worst 1.06), in sample (`python -m bench.model_fit --family prefill`);
+the decode fit unchanged.
 Times are in microseconds. MODEL_VERSION changes when a term does (it is in each table's provenance).
 """
 
@@ -45,7 +48,7 @@ from .devices import Device
 from .families import family_of
 from .space import estimate_shared_bytes
 
-MODEL_VERSION = "8"
+MODEL_VERSION = "9"
 
 STREAM_EFFICIENCY = 0.952  # the fixed-cost fit's slope: streaming at 95.2% of the floor's rate
 STORE_TILE_COST = 1.7  # per-tile logits stores: 5% of the time for 3% of the bytes
@@ -67,6 +70,20 @@ START_QUEUE_WEIGHT = 0.4  # share of a wave's extra first copies that delays it 
 STAGE_PAST_3_COST = 0.04
 SPAN_PAGES_DOT_COST = 1.5  # ... and its dot waits on those gathers (next_n = 2: 1.7x)
 PREFILL_L2_REUSE = 4.0  # prefill's key chunks are read by every row block: mostly from L2 (assumption)
+# The prefill body's shape (model 9; prefill_body_cost). Fit by least squares in log time to the 166
+# distinct ok H200 prefill trials of db/trials.sqlite (ragged and paged, fp8 and bf16, 6 buckets, one
+# intercept a bucket; rms 0.22 in log). Model 8 had the dot's rows and key tile as min(1, rows / 256)
+# and min(1, BLOCK_T / 64) and 0.6 for one stage, no q_rows, warps or prologue term: it ranked the H100's
+# predicted ragged prefill bt64_tp8_w8_s4_m4 (q_rows, 8 warps) first, which ran 3.0x the family default
+# bt64_tp32_w4_s3_m4_kr there (13.2 against 4.4 ms at 4096 x 64K; this fit says 1.92 x 1.41 x 1.12 = 3.0;
+# docs/PERF.md, "The H100's predicted table"). Tiles of 128 and 256 keys fit 0.93 and 0.89 of 64's, not
+# taken (their winners spill-free at 64 keys only; 1.0 from 64 keys up, as model 8 had).
+PREFILL_DOT_ROWS_COST = {64: 1.40, 128: 1.04}  # query-head rows a dot (block_m x heads); 1.0 from 256
+PREFILL_KEY_TILE_COST = {16: 3.40, 32: 2.56}  # keys a tile (BLOCK_T); 1.0 from 64
+PREFILL_STAGES_COST = {1: 1.07, 2: 1.06}  # pipeline stages; 1.0 from 3
+PREFILL_Q_ROWS_COST = 1.92  # orient q_rows (decode's Q_ROWS_COST: 1.6)
+PREFILL_WARPS_COST = 1.41  # each doubling of the warps past 4
+PREFILL_PROLOGUE_TILES = 1.0  # a program's q load and epilogue, in tiles: (1 + this / TILES)
 # The head sum (Config.head_sum; docs/PERF.md, "Prefill under Triton 3.8 and 3.9: why"). Since
 # Triton 3.7 tl.sum adds a thread's values as a tree: the 'tree' epilogue leaves half its weight
 # multiplies unfused (+56 FP instructions a wgmma tile at 64 x 256; the H200 ran the shipped
@@ -292,6 +309,30 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
     return Breakdown(fixed + body, waves, resident, programs, stream_us, serial_us, dot_us, fixed)
 
 
+def _stepwise(value: int, costs: dict, full: int) -> float:
+    """A fitted cost of `value` (a power of two): 1.0 from `full` up, costs[value] where fitted, and
+    below the smallest fitted value that cost scaled by how many times smaller it is."""
+    if value >= full:
+        return 1.0
+    if value in costs:
+        return costs[value]
+    least = min(costs)
+    return costs[least] * least / max(value, 1) if value < least else max(c for v, c in costs.items() if v < value)
+
+
+def prefill_body_cost(problem: Problem, config: Config) -> float:
+    """The prefill body's factor from its config's shape (model 9's PREFILL_* terms, fit on the H200's
+    stored prefill trials): the dot's query-head rows and key tile, the pipeline's stages, q_rows,
+    the warps, and a program's prologue shared by its tiles."""
+    cost = _stepwise(config.block_m * problem.heads, PREFILL_DOT_ROWS_COST, 256)
+    cost *= _stepwise(config.block_t, PREFILL_KEY_TILE_COST, 64)
+    cost *= PREFILL_STAGES_COST.get(config.num_stages, 1.0)
+    if config.orient == "q_rows":
+        cost *= PREFILL_Q_ROWS_COST
+    cost *= PREFILL_WARPS_COST ** max(0.0, math.log2(config.num_warps / 4))
+    return cost * (1.0 + PREFILL_PROLOGUE_TILES / config.tiles_per_program)
+
+
 def prefill_breakdown(device: Device, problem: Problem, config: Config, res: Resources, rows: int,
                       keys: int) -> Breakdown:
     """The prefill families: `rows` query rows at the end of one causal sequence of `keys` keys
@@ -307,11 +348,9 @@ def prefill_breakdown(device: Device, problem: Problem, config: Config, res: Res
     slots = device.sm_count * resident
     waves = math.ceil(busy / slots)
     flops = 2.0 * problem.heads * problem.head_dim * pairs
-    # The dot runs best with 256 query-head rows and 64+ keys a tile (the H200 prefill sweep).
-    dot_rows = config.block_m * problem.heads
-    shape = min(1.0, dot_rows / 256) * min(1.0, config.block_t / 64) * (1.0 if config.num_stages > 1 else 0.6)
     quantised = waves * slots / busy  # a last partial wave idles part of the GPU
-    dot_us = flops / (_dot_rate(device, problem, res) * shape) * 1e6 * quantised * head_sum_cost(problem, config, res)
+    dot_us = flops / _dot_rate(device, problem, res) * 1e6 * quantised * head_sum_cost(problem, config, res)
+    dot_us *= prefill_body_cost(problem, config)
     dot_us *= k_load_cost(problem, config, res)
     key_bytes = pairs / config.block_m * problem.token_bytes
     stream_us = key_bytes / (device.copy_bandwidth * STREAM_EFFICIENCY * PREFILL_L2_REUSE) * 1e6
