@@ -115,3 +115,41 @@ def test_if_stale_knows_a_table_that_would_not_change(predicted):
     assert not same_inputs(full, device("rtx_pro_6000", sm=170))
     assert not same_inputs({**full, "model_version": "0"}, rtx)
     assert not same_inputs(full, dataclasses.replace(rtx, latency_us=2.0))
+
+
+def _fake_compile(points, device, cache, jobs, out, on_line):
+    """tuner.predict._compile without a compiler: every point 'ok' with the model's estimated resources."""
+    from tuner import predict as P, xcompile
+    from tuner.model import estimate_resources
+
+    for p, c in points:
+        res = estimate_resources(p, c, device)
+        cache.put(P.CompileCache.key(p, c, device),
+                  xcompile.CompileResult(variant=c.slug, target=device.target, status="ok", registers=res.registers,
+                                         spills=0, shared_bytes=res.shared_bytes, mma="wgmma", problem=p, config=c))
+
+
+def test_the_default_stays_unless_predicted_clearly_faster(monkeypatch):
+    """DEFAULT_MARGIN: a bucket whose best point is predicted within the margin of the family default keeps
+    the default (the H100's ragged prefill: its three best points, 0.8-2.4% ahead by the model, ran behind
+    it); a clear decode gain is taken."""
+    from indexer_logits._identity import Bucket
+    from tuner import predict as P
+    from tuner.space import default_config
+
+    monkeypatch.setattr(P, "_compile", _fake_compile)
+    h100 = device("h100_sxm")
+    ragged = Problem("prefill_ragged", "fp8", "fp8", 0, "page_blocked", 64, 128, 1, "1d")
+    decode = Problem("decode_paged", "fp8", "fp8", 64, "page_blocked", 64, 128, 1, "1d")
+    for problem, bucket in ((ragged, Bucket(4096, 65536)), (decode, Bucket(1, 4096))):
+        got = P.predict_problem(h100, problem, [bucket], P.CompileCache(None))
+        best_t, best_c = got.ranked[(problem, bucket)][0]
+        default = default_config(problem)
+        t_default = dict((c, t) for t, c in got.ranked[(problem, bucket)])[default]
+        assert best_c != default
+        within = t_default <= best_t * (1 + P.DEFAULT_MARGIN)
+        assert got.choices[0].config == (default if within else best_c)
+        assert within == (problem is ragged)  # the margin decides the prefill bucket, not the decode one
+        monkeypatch.setattr(P, "DEFAULT_MARGIN", 0.0)
+        assert P.predict_problem(h100, problem, [bucket], P.CompileCache(None)).choices[0].config == best_c
+        monkeypatch.setattr(P, "DEFAULT_MARGIN", 0.03)

@@ -5,7 +5,8 @@ Per problem: every feasible point (tuner.space.feasible_points for the target) i
 bucket with estimated resources (cheap: no compile); the top few of each bucket, and the family
 default, are cross-compiled (tuner.xcompile, results cached on disk by variant, target, Triton
 and template); each bucket then takes the best compiled point by the model with its real
-registers and shared memory. When an uncompiled point's estimate still beats a bucket's best
+registers and shared memory, unless the family default is predicted within DEFAULT_MARGIN of it
+(then the default). When an uncompiled point's estimate still beats a bucket's best
 real prediction, the next few are compiled too (a few rounds at most), so an estimate that was
 too optimistic about registers does not decide. Only points that compiled within the target's
 limits (xcompile's status "ok": shared memory within the target, spills within MAX_SPILL_BYTES,
@@ -34,6 +35,11 @@ from .tables import timing_hashes
 PRERANK_TOP = 3  # points compiled per bucket and round
 _PRERANKS: dict = {}  # (problem with lens 1d, bucket, device) -> config keys, best first
 ROUNDS = 4  # rounds of compiling the next best estimates
+# A bucket keeps the family default unless the model's choice is predicted at least this much faster: the
+# model's prefill fit leaves ~6% regret and its H100 ranking put three configs 0.8-2.4% ahead of the
+# default bt64_tp32_w4_s3_m4_kr that all ran 0.4-4.8% behind it there (4096 x 16K and 64K; docs/PERF.md,
+# "The H100's predicted table"). Decode's choices are predicted 21-61% ahead on the H100, untouched.
+DEFAULT_MARGIN = 0.03
 
 
 @dataclass(frozen=True)
@@ -223,7 +229,11 @@ def predict_problem(device: Device, problem: Problem, buckets: Iterable[Bucket],
         if b not in best:
             out.notes.append(f"{problem.slug} {b.slug}: no point compiled within {device.target}'s limits")
             continue
-        _, c, r = best[b]
+        t, c, r = best[b]
+        r_default = cache.get(CompileCache.key(problem, default, device))
+        if c != default and r_default is not None and r_default.ok and rank_us(
+                device, problem, default, _real(r_default), b.batch, b.context) <= t * (1 + DEFAULT_MARGIN):
+            c, r = default, r_default  # a predicted gain within the model's error is no evidence
         out.choices.append(Choice(problem, b, c, predict_score_us(device, problem, c, _real(r), b.batch, b.context), r))
     return out
 
