@@ -48,7 +48,7 @@ from _peer_inputs import (calc_diff, deepgemm_paged_0f5f266, deepgemm_paged_54e2
 from conftest import INTERPRET
 
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
-KERNEL_RUNGS = ("exact", "nearest", "default")
+KERNEL_RUNGS = ("exact", "nearest", "predicted", "default")  # every rung but the reference (_dispatch.Selection)
 REPEATS = 1 if INTERPRET else 20  # 54e2261's self-consistency loop runs 20 times
 cpu_only = pytest.mark.skipif(not INTERPRET, reason="scaled-down shapes for the interpreter; the GPU runs test_gpu_*")
 gpu = pytest.mark.gpu
