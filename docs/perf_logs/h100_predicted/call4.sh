@@ -3,7 +3,7 @@
 # kernel rungs lacked; 3 of them out of memory after the failures before them); and bench.predicted for next_n 2
 # (the H100's predicted table against the family defaults; call 1 timed next_n 1: 0.882).
 # Predicted (before the run): the peers' suites 175 passed; next_n 2 geo-mean 0.80-0.90 (the family default
-# bt64_tp4_w4_s2 at next_n 2 is two tiles' dots a step short of the H200's tuned tp8-tp32 runs).
+# bt64_tp4_w4_s2_kr at next_n 2 runs 4 tiles a program where the H200's tuned table runs 8-32).
 set -x
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$GPU"
 timeout 120 python3 -m pytest -q -m gpu tests/test_peer_suites.py > $OUT/gpu_tests_peers.log 2>&1
