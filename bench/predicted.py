@@ -45,10 +45,8 @@ from bench._common import ROOT, no_cuda
 
 BLIND_TABLE = ROOT / "docs" / "perf_logs" / "predicted_h200" / "dispatch.json"
 SHIPPED_TABLE = ROOT / "indexer_logits" / "tables" / "nvidia_h200" / "dispatch.json"
+DEFAULTS_TABLE = ROOT / "indexer_logits" / "tables" / "default" / "dispatch.json"  # --shipped defaults
 SMOKE_BUCKETS = ((2, 256), (3, 512))
-
-
-DEFAULTS_TABLE = ROOT / "indexer_logits" / "tables" / "default" / "dispatch.json"
 
 
 def table_configs(path: Path) -> dict:

@@ -138,7 +138,7 @@ def test_the_default_stays_unless_predicted_clearly_faster(monkeypatch):
     from tuner.space import default_config
 
     monkeypatch.setattr(P, "_compile", _fake_compile)
-    h100 = device("h100_sxm")
+    margin, h100 = P.DEFAULT_MARGIN, device("h100_sxm")
     ragged = Problem("prefill_ragged", "fp8", "fp8", 0, "page_blocked", 64, 128, 1, "1d")
     decode = Problem("decode_paged", "fp8", "fp8", 64, "page_blocked", 64, 128, 1, "1d")
     for problem, bucket in ((ragged, Bucket(4096, 65536)), (decode, Bucket(1, 4096))):
@@ -152,4 +152,4 @@ def test_the_default_stays_unless_predicted_clearly_faster(monkeypatch):
         assert within == (problem is ragged)  # the margin decides the prefill bucket, not the decode one
         monkeypatch.setattr(P, "DEFAULT_MARGIN", 0.0)
         assert P.predict_problem(h100, problem, [bucket], P.CompileCache(None)).choices[0].config == best_c
-        monkeypatch.setattr(P, "DEFAULT_MARGIN", 0.03)
+        monkeypatch.setattr(P, "DEFAULT_MARGIN", margin)

@@ -310,14 +310,14 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
 
 
 def _stepwise(value: int, costs: dict, full: int) -> float:
-    """A fitted cost of `value` (a power of two): 1.0 from `full` up, costs[value] where fitted, and
-    below the smallest fitted value that cost scaled by how many times smaller it is."""
+    """A fitted cost of `value`: 1.0 from `full` up, costs[value] where fitted, between two fitted values
+    the lower one's, and below the smallest fitted value that cost scaled by how many times smaller it is."""
     if value >= full:
         return 1.0
     if value in costs:
         return costs[value]
     least = min(costs)
-    return costs[least] * least / max(value, 1) if value < least else max(c for v, c in costs.items() if v < value)
+    return costs[least] * least / max(value, 1) if value < least else costs[max(v for v in costs if v < value)]
 
 
 def prefill_body_cost(problem: Problem, config: Config) -> float:
