@@ -17,7 +17,8 @@ the same config is not timed. Stops timing when --total-s is spent (the rest are
 FILE` commands that time those configs into the trial store, whose emit keeps the faster: how the
 H200 table took 20 of a fresh tune's choices (docs/PERF.md, "The tuner's search").
 
-Usage (GPU host): python3 -m bench.predicted [--predicted [NAME=]PATH ...] [--next-n 1,2] [--lens full|quarter|score]
+Usage (GPU host): python3 -m bench.predicted [--predicted [NAME=]PATH ...] [--family decode_paged|prefill_ragged|
+                  prefill_paged] [--dtype fp8|bf16] [--next-n 1,2] [--lens full|quarter|score]
                   [--rounds 3] [--total-s 210] [--adopt FILE [--adopt-below 0.985]] [--shipped PATH|defaults]
                   (--shipped defaults: a GPU with no tuned table, its predicted table against the family defaults
                   it would get without one)
@@ -81,17 +82,20 @@ def pairs(shipped: dict, predicted: dict, next_ns, dtype: str = "fp8", contexts=
             if cs[0] is not None]
 
 
-def bucket_rows(shipped: dict, candidates: list, next_ns, dtype: str = "fp8", contexts=None) -> list:
-    """(problem, bucket, shipped config, [each candidate table's config or None]) for the 1-D fp8
-    decode buckets the shipped table and at least one candidate have, smallest first; only those
-    contexts where `contexts` is given (to time what a run cut by --total-s skipped)."""
+def bucket_rows(shipped: dict, candidates: list, next_ns, dtype: str = "fp8", contexts=None,
+                family: str = "decode_paged") -> list:
+    """(problem, bucket, shipped config, [each candidate table's config or None]) for the `family`'s
+    buckets of this cache dtype the shipped table and at least one candidate have (decode: 1-D
+    lengths, these next_n), smallest first; only those contexts where `contexts` is given (to time
+    what a run cut by --total-s skipped)."""
     keys = set()
     for table in candidates:
         keys |= {k for k in table if k in shipped}
     out = []
     for problem, bucket in keys:
-        if (problem.family != "decode_paged" or problem.cache_dtype != dtype or problem.next_n not in next_ns
-                or problem.lens_mode != "1d" or (contexts and bucket[1] not in contexts)):
+        decode_only = family == "decode_paged" and (problem.next_n not in next_ns or problem.lens_mode != "1d")
+        if (problem.family != family or problem.cache_dtype != dtype or decode_only
+                or (contexts and bucket[1] not in contexts)):
             continue
         out.append((problem, bucket, shipped[(problem, bucket)], [t.get((problem, bucket)) for t in candidates]))
     return sorted(out, key=lambda r: (r[1][1], r[1][0], r[0].next_n))
@@ -123,12 +127,13 @@ def report(rows, names=("predicted",)) -> str:
             else:
                 cell = f"{result[c] / result[a]:.3f}"
             if cell not in ("absent", "skipped"):
-                ratios[name].setdefault(problem.next_n, []).append(float(cell.split()[0]))
+                group = f"next_n {problem.next_n}" if problem.family == "decode_paged" else problem.family
+                ratios[name].setdefault(group, []).append(float(cell.split()[0]))
             line += f" {'-' if c is None else c.slug:28s} {cell:>16s}"
         lines.append(line)
     for i, name in enumerate(names):
-        for n, rs in sorted(ratios[name].items()):
-            lines.append(f"next_n {n}: geo-mean {name} / shipped {geo_mean(rs):.3f} over {len(rs)} buckets "
+        for group, rs in sorted(ratios[name].items()):
+            lines.append(f"{group}: geo-mean {name} / shipped {geo_mean(rs):.3f} over {len(rs)} buckets "
                          f"({sum(r <= 1.02 for r in rs)} within 2% or faster), worst {max(rs):.3f}")
         everything = [r for rs in ratios[name].values() for r in rs]
         mine = [(a, cands[i], result) for *_, a, cands, result in rows]
@@ -233,8 +238,10 @@ def main(argv=None) -> int:
     ap.add_argument("--shipped", type=Path, default=SHIPPED_TABLE,
                     help="the tuned table (a dispatch.json), or `defaults`: the family defaults a GPU with no table "
                          "gets, at each of the candidates' buckets")
+    ap.add_argument("--family", default="decode_paged", choices=["decode_paged", "prefill_ragged", "prefill_paged"],
+                    help="whose buckets are timed (prefill: every query row's window, --next-n not read)")
     ap.add_argument("--next-n", default="1,2", help="decode draft tokens, a comma list")
-    ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"], help="the decode problems' dtype")
+    ap.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"], help="the problems' cache dtype")
     ap.add_argument("--lens", default="full", choices=["full", "quarter", "score"],
                     help="how the timed lengths are filled; score: full and a quarter, summed (the tuner's objective)")
     ap.add_argument("--rounds", type=int, default=3, help="A/B pairs timed per bucket")
@@ -264,12 +271,13 @@ def main(argv=None) -> int:
         tables = [table_configs(path) for _, path in named]
         shipped = default_configs(tables) if str(args.shipped) == "defaults" else table_configs(args.shipped)
         contexts = {int(v) for v in args.contexts.split(",") if v.strip()}
-        todo = bucket_rows(shipped, tables, next_ns, args.dtype, contexts)
+        todo = bucket_rows(shipped, tables, next_ns, args.dtype, contexts, args.family)
     except (OSError, ValueError, KeyError) as exc:
         ap.error(f"--predicted/--shipped/--next-n/--contexts: {exc}")
     if not todo:
-        ap.error(f"no {args.dtype} decode bucket is in both tables for these next_n"
-                 + (f" and contexts {sorted(contexts)}" if contexts else ""))
+        what = "decode bucket is in both tables for these next_n" if args.family == "decode_paged" else \
+            f"{args.family} bucket is in both tables"
+        ap.error(f"no {args.dtype} {what}" + (f" and contexts {sorted(contexts)}" if contexts else ""))
     if args.stored is not None:
         if not args.stored.is_file():
             ap.error(f"--stored: no trial store at {args.stored}")
@@ -283,7 +291,6 @@ def main(argv=None) -> int:
     from indexer_logits._identity import Bucket
     from tuner.families import family_of, run_all_gates
     from tuner.gates import GateFailure
-    from tuner.inputs import make_decode_inputs
     from tuner.measure import time_candidate, timing_inputs
     from tuner.render import emit, load_module
 
@@ -304,7 +311,9 @@ def main(argv=None) -> int:
         return modules[(problem, config)]
 
     for problem in dict.fromkeys(p for p, *_ in todo):  # the candidates' configs are gated; the shipped ones were
-        gate_in = make_decode_inputs(problem, 3, 700 if smoke else 4096, "random", seed=1, device=device)
+        decode = problem.family == "decode_paged"  # (decode: 3 requests of 4,096 keys, as this tool always gated)
+        shape = (3, 700 if smoke else 4096) if decode else ((2, 256) if smoke else family_of(problem).gate_shape_gpu)
+        gate_in = family_of(problem).gate_inputs(problem, *shape, 1, device)
         for config in dict.fromkeys(c for p, _, a, cs in todo if p == problem for c in cs if c not in (None, a)):
             try:
                 run_all_gates(module(problem, config), problem, gate_in, False)
@@ -320,8 +329,10 @@ def main(argv=None) -> int:
         kw = {"min_pool_bytes": 1 << 20} if smoke else {}
         sets = timing_inputs(problem, Bucket(*bucket), "full" if args.lens == "score" else args.lens, device=device, **kw)
         fills = [sets]
-        if args.lens == "score":  # the same pool and tables, a quarter of the lengths (tuner.tasks' "partial")
-            fills.append(family_of(problem).partial_timing_inputs(problem, Bucket(*bucket), sets, 0))
+        partial = family_of(problem).partial_timing_inputs(problem, Bucket(*bucket), sets, 0) \
+            if args.lens == "score" else None
+        if partial is not None:  # the same pool and tables, a quarter of the lengths (tuner.tasks' "partial")
+            fills.append(partial)
         times = {c: [] for c in configs}
         for _ in range(args.rounds):  # alternating: A B C A B C ...
             for config in configs:

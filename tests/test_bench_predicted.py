@@ -132,12 +132,41 @@ def test_cpu_smoke(tmp_path):
     assert "all: geo-mean predicted / shipped" in proc.stdout and "over 2 buckets" in proc.stdout, proc.stdout[-2000:]
 
 
+RAGGED = Problem("prefill_ragged", "fp8", "fp8", 0, "page_blocked", 64, 128, 1, "1d")
+RAGGED_OTHER = Config(block_t=64, tiles_per_program=8, num_warps=4, num_stages=3, block_m=4, dot_dtype="native",
+                      orient="k_rows")
+
+
+def test_a_prefill_family_pairs_its_own_buckets():
+    """--family: a prefill family's buckets whatever --next-n, and no decode bucket beside them."""
+    shipped = {(RAGGED, (4096, 65536)): OTHER, (N1, (64, 8192)): OTHER}
+    candidate = {(RAGGED, (4096, 65536)): RAGGED_OTHER, (N1, (64, 8192)): RAGGED_OTHER}
+    rows = tool.bucket_rows(shipped, [candidate], [2], "fp8", None, "prefill_ragged")
+    assert [(p.family, b) for p, b, _, _ in rows] == [("prefill_ragged", (4096, 65536))]
+    assert [p.family for p, *_ in tool.bucket_rows(shipped, [candidate], [1], "fp8")] == ["decode_paged"]
+    assert tool.bucket_rows(shipped, [candidate], [1], "bf16", None, "prefill_ragged") == []
+
+
+def test_cpu_smoke_of_a_prefill_family_against_the_defaults(tmp_path):
+    """The H100's prefill case (docs/PERF.md, "The H100's predicted table"): a predicted ragged entry timed
+    against the family default it replaces, gated first, under the interpreter."""
+    table = _table(tmp_path / "ragged.json", [(RAGGED, (4096, 65536), RAGGED_OTHER)])
+    proc = _run("--cpu-smoke", "--family", "prefill_ragged", "--shipped", "defaults", "--predicted", str(table),
+                "--rounds", "1", "--lens", "score")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "bt64_tp8_w4_s3_m4_fp16_kr" in proc.stdout and "all: geo-mean predicted / shipped" in proc.stdout, \
+        proc.stdout[-2000:]
+    assert "over 1 buckets" in proc.stdout and "(1 timed, 0 the shipped config)" in proc.stdout, proc.stdout[-2000:]
+
+
 def test_refusals(tmp_path):
     empty = _table(tmp_path / "none.json", [(N1, (3, 4096), OTHER)])
     proc = _run("--predicted", str(empty), timeout=300)
     assert proc.returncode == 2 and "no fp8 decode bucket is in both tables" in proc.stderr
     proc = _run("--predicted", str(tmp_path / "missing.json"), timeout=300)
     assert proc.returncode == 2 and "--predicted/--shipped" in proc.stderr
+    proc = _run("--predicted", str(empty), "--family", "prefill_paged", timeout=300)
+    assert proc.returncode == 2 and "no fp8 prefill_paged bucket is in both tables" in proc.stderr
 
 
 @pytest.mark.gpu
