@@ -230,10 +230,10 @@ def predict_problem(device: Device, problem: Problem, buckets: Iterable[Bucket],
             out.notes.append(f"{problem.slug} {b.slug}: no point compiled within {device.target}'s limits")
             continue
         t, c, r = best[b]
-        r_default = cache.get(CompileCache.key(problem, default, device))
-        if c != default and r_default is not None and r_default.ok and rank_us(
-                device, problem, default, _real(r_default), b.batch, b.context) <= t * (1 + DEFAULT_MARGIN):
-            c, r = default, r_default  # a predicted gain within the model's error is no evidence
+        t_default = next((tc for tc, cc in scored if cc == default), None)  # (None: the default did not compile ok)
+        if c != default and t_default is not None and t_default <= t * (1 + DEFAULT_MARGIN):
+            # a predicted gain within the model's error is no evidence
+            c, r = default, cache.get(CompileCache.key(problem, default, device))
         out.choices.append(Choice(problem, b, c, predict_score_us(device, problem, c, _real(r), b.batch, b.context), r))
     return out
 
