@@ -36,13 +36,13 @@ def _args(k: int) -> dict:
             "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k, "counts_ptr": "*i32",
             "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32", "ws_second_ptr": "*i32",
             # the bound path's segments (64 x 32K: 16 programs a row of 2,048 keys, 512 positions each)
-            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32", "k_tiles": -(-k // 8), "nch": 16}
+            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32", "k_tiles": -(-k // 8)}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
     """(name, jit function, constexprs, warps) of every kernel each path launches."""
     from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_row as R, _topk_select as S
-    from indexer_logits import _topk_bound as B, _topk_bound_finish as BF, _topk_resident as RS, _topk_tiles as T
+    from indexer_logits import _topk_bound as B, _topk_resident as RS, _topk_tiles as T
     common = {"WINDOW": 1, "BLOCK": S.BLOCK, "BINS_": KN.BINS}
     kp = 1 << (k - 1).bit_length()
     compact = {"KP": kp, "WRITE_VALUES": False, "SCAN_SLOTS": S.SCAN_SLOTS, "PDL": True}
@@ -89,10 +89,6 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
            {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "LANES_": True, "ASM_": True,
             "SUB_P2": p}, w)
           for c in (512, 1024) for p in (64, B.SUB_SLOTS // (c // 32))),
-        # and its compaction a program a row (ROW_COMPACTION), at 64 x 32K's 256 slots a segment and 1 x 1M's 4
-        *((f"bound: compaction a row, {sb} a segment", BF.topk_bound_row_compact_kernel,
-           {"WINDOW": 1, "BLOCK": BF.BLOCK, "BINS_": KN.BINS, "KP": kp, "CAP_": KN.CAP, "WRITE_VALUES": False,
-            "RANK_TILE_": KN.RANK_TILE, "TT": BF.TAIL_TILE, "SB": sb, "PDL": True}, BF.NUM_WARPS) for sb in (4, 256)),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),

@@ -76,10 +76,6 @@ COUNT_PREFETCH = False
 # Probed on an H100 (call 5, count_parts.py): a 164-row block of 64K keys 36.6 -> 23.8 us; 64 x 32K
 # level (its atomics, not its barriers, cost there). None: lanes_for's model.
 COUNT_LANES = None
-# Whether the compaction runs a program a row (_topk_bound_finish.topk_bound_row_compact_kernel, with
-# SEGMENTS: the row's segments in tiles, no slot claimed by an atomic) in place of a program a chunk (a
-# tuner axis).
-ROW_COMPACTION = False
 # lanes_for: a call whose count programs read at least this many steps each. End to end with it (decode:
 # docs/perf_logs/topk_count_step_h100, calls 6-8; prefill: topk_prefill_blocks, call 2, an H100): 16 steps
 # (64 x 128K) 10-18 us saved, 8 (16 x 256K) 6 us, 4 (64 x 32K) and 2 (1 x 1M) level to 1.6 us lost; the
@@ -91,12 +87,6 @@ LANES_MIN_STEPS = 8
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
-
-
-def row_compaction_kernels():
-    """The compaction a program a row's module (ROW_COMPACTION)."""
-    from . import _topk_bound_finish
-    return _topk_bound_finish
 
 
 def lanes_for(kind, steps: int) -> bool:

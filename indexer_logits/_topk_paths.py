@@ -203,8 +203,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
                   maxima_given: bool = False, range_given: bool = False) -> None:
     """The path bounded by the tile maxima (indexer_logits._topk_bound): the maxima, their range and
     round 1 over them in the second half of the workspace (`ws_first`), the keys' histogram above the
-    bound, the compaction (a program a chunk, or with ROW_COMPACTION a program a row): five launches,
-    three where the logits kernel wrote the maxima and range."""
+    bound, the compaction: five launches, three where the logits kernel wrote the maxima and range."""
     kn, bk = kernels(), bound_kernels()
     maxima, ntiles, seg, seg_counts, ws_first = scratch
     T = _tile(s, logits.shape[1], k, "bound")
@@ -225,20 +224,10 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
            **sub, **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
-    out = (cands, indices, indices.stride(0), val, val.stride(0))
-    kept = dict(KP=1 << (k - 1).bit_length(), CAP_=s["CAP"], WRITE_VALUES=values is not None,
-                RANK_TILE_=s["RANK_TILE"])
-    if s["ROW_COMPACTION"]:  # a program a row reads the row's segments (_topk_bound_finish)
-        if not s["SEGMENTS"]:
-            raise ValueError("settings: ROW_COMPACTION reads the admitted keys' segments, but SEGMENTS is false")
-        fk = bk.row_compaction_kernels()
-        tt, sb = fk.tail_shape(seg.shape[2], logits.shape[1], chunk, k)
-        launch(fk.topk_bound_row_compact_kernel, (grid[0],), *window_args, k, ws, ws_first, *out, chunk, *segs,
-               grid[1], WINDOW=window, BLOCK=fk.BLOCK, BINS_=s["BINS"], TT=tt, SB=sb, PDL=pdl, **kept,
-               **_launch_options(pdl, fk.NUM_WARPS))
-        return
-    launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, *out, chunk, *segs, WINDOW=window,
-           SCAN_SLOTS=s["SCAN_SLOTS"], SEG_=s["SEGMENTS"], **kept, **consts)
+    launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
+           val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
+           WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
+           SEG_=s["SEGMENTS"], **consts)
 
 
 def _resident_chunk(rows: int, width: int, s: dict, device) -> Optional[int]:

@@ -46,11 +46,10 @@ ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS"
 # the bound path: the four kernels' settings (its maxima's round and its keys'), its tile (0: the
 # model's), the maxima kernel's step, whether the compaction reads the admitted keys' segments, and
 # the keys' count's step (0: BLOCK), whether it loads a step ahead, and whether it reads a step as
-# rows of 32 keys, a sub-segment each, and whether it also does the compaction (from the segments)
+# rows of 32 keys, a sub-segment each
 ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "SEGMENTS": (False, True), "COUNT_STEP": (0, 512, 1024, 2048, 4096),
-                    "COUNT_PREFETCH": (False, True), "COUNT_LANES": (False, True, None),
-                    "ROW_COMPACTION": (False, True)}
+                    "COUNT_PREFETCH": (False, True), "COUNT_LANES": (False, True, None)}
 
 # the resident path (one launch, a row's programs meeting at barriers): keys a program (0: resident_shape's
 # model), keys a step, warps, the four kernels' bins, candidates, their ranking, slots and PDL
@@ -123,8 +122,6 @@ def validate(table: Any, path: Path, expect_slug: Optional[str] = None) -> dict:
         if (e["path"] == "bound" and settings.get("COUNT_LANES") is True and settings.get("COUNT_STEP") == 4096
                 and settings.get("SEGMENTS") is not False):  # a step's rows of 32 keys: 64 sub-segments at most
             _fail(path, f"entries[{i}].settings: COUNT_LANES reads steps of at most 2048 keys, got COUNT_STEP 4096")
-        if e["path"] == "bound" and settings.get("ROW_COMPACTION") is True and settings.get("SEGMENTS") is False:
-            _fail(path, f"entries[{i}].settings: ROW_COMPACTION reads the admitted keys' segments, but SEGMENTS is false")
     return table
 
 

@@ -27,20 +27,17 @@ def _clean_runtime(clean_runtime):
     yield
 
 
-@pytest.fixture(params=[(False, False, False, False), (True, False, False, False), (True, True, False, False),
-                        (True, False, True, False), (True, False, False, True), (True, False, True, True)],
-                ids=["chunks", "segments", "prefetch", "lanes", "by-row", "lanes-by-row"])
+@pytest.fixture(params=[(False, False, False), (True, False, False), (True, True, False), (True, False, True)],
+                ids=["chunks", "segments", "prefetch", "lanes"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
     count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a
-    sub-segment a row of 32 keys of a step (COUNT_LANES), or neither; the compaction a program a chunk,
-    or a program a row reading the row's segments (ROW_COMPACTION)."""
-    seg, ahead, lanes, by_row = request.param
+    sub-segment a row of 32 keys of a step (COUNT_LANES), or neither."""
+    seg, ahead, lanes = request.param
     monkeypatch.setattr(B, "SEGMENTS", seg)
     monkeypatch.setattr(B, "COUNT_PREFETCH", ahead)
     monkeypatch.setattr(B, "COUNT_STEP", 1024 if ahead else 0)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
-    monkeypatch.setattr(B, "ROW_COMPACTION", by_row)
     return seg
 
 
@@ -52,7 +49,7 @@ def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
 
     def until_compaction(tag, inputs, key, launches, out_index):
         def launch(fn, grid, *args, **kw):
-            if fn.fn.__name__ not in ("topk_bound_compact_kernel", "topk_bound_row_compact_kernel"):
+            if fn.fn.__name__ != "topk_bound_compact_kernel":
                 S._recorded_launches.plain(fn, grid, *args, **kw)
         return launches(launch)
     with monkeypatch.context() as m:
@@ -83,8 +80,7 @@ def test_the_bound_admits_few_keys_and_stays_exact(tile, segments, kernels_run, 
     idx, val = torch.empty(rows, k, dtype=torch.int32), torch.empty(rows, k)
     S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, rows_ws, lo=lo, hi=hi, path="bound", settings=settings)
     assert kernels_run == ["topk_tile_max_kernel", "topk_range_kernel", "topk_hist_kernel",
-                           "topk_bound_count_kernel",
-                           "topk_bound_row_compact_kernel" if B.ROW_COMPACTION else "topk_bound_compact_kernel"]
+                           "topk_bound_count_kernel", "topk_bound_compact_kernel"]
     assert int(rows_ws.abs().sum()) == 0, "the path must leave both states zero"
     assert_same_topk(idx, val, x, k, lo, hi)
 
@@ -134,19 +130,16 @@ def test_one_value_and_outliers(segments):
 
 
 @needs_interpreter
-@pytest.mark.parametrize("by_row", [False, True], ids=["chunks", "by-row"])
 @pytest.mark.parametrize("lanes", [False, True], ids=["segment", "lanes"])
 @pytest.mark.parametrize("cap", [1, 7, None])
-def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, lanes, by_row, monkeypatch):
+def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, lanes, monkeypatch):
     """SEGMENTS: each program's count is the keys it admitted (their sum the keys' histogram's), its
     segment their positions in key order; a program whose segment overflows (a cap of 1 or 7) reads
     its chunk instead, and the answer is torch's either way. With COUNT_LANES, a step's row of 32 keys
     fills a sub-segment (caps of 1 or 7 a sub-segment), copied to the segment in row order: the
     segment holds the admitted keys, each row's in key order; a program with a sub-segment overflowed
-    counts its segment's slots + 1. With ROW_COMPACTION a program a row reads the segments that held
-    their keys and the overflowed ones' chunks."""
+    counts its segment's slots + 1."""
     monkeypatch.setattr(B, "SEGMENTS", True)
-    monkeypatch.setattr(B, "ROW_COMPACTION", by_row)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
     step = S.BLOCK  # (the count's step: COUNT_STEP 0)
     rows_a_step = step // 32 if lanes else 1
@@ -244,28 +237,6 @@ def test_tile_model():
         assert t == 4 or TT.tiles_for(width, t) >= 2 * 2048
 
 
-def test_row_compaction_tile():
-    """ROW_COMPACTION's tile: SB about the keys a segment holds (1.4k a row over its chunks, a power of two,
-    at most the segment), TT the module's tile or SB where that is larger."""
-    from indexer_logits import _topk_bound_finish as F
-    assert F.tail_shape(64, 1 << 20, 1024, 2048) == (F.TAIL_TILE, 4)  # 1 x 1M: ~2.8 keys a segment
-    assert F.tail_shape(768, 32768, 2048, 2048) == (F.TAIL_TILE, 256)  # 64 x 32K: ~179
-    assert F.tail_shape(64, 32768, 2048, 2048) == (F.TAIL_TILE, 64)  # (at most the segment)
-    assert F.tail_shape(4096, 65536, 65536, 2048, tile=1024) == (4096, 4096)  # SB past the tile
-    for cap, width, chunk in ((1, 100, 512), (64, 4096, 512), (4096, 1 << 22, 1 << 20)):
-        tt, sb = F.tail_shape(cap, width, chunk, 2048)
-        assert sb & (sb - 1) == 0 and tt & (tt - 1) == 0 and sb <= tt and sb < 2 * cap
-
-
-def test_row_compaction_refused_without_segments():
-    """ROW_COMPACTION reads the segments: without them the call and a table entry are refused by name."""
-    x = torch.zeros(2, 4096)
-    with pytest.raises(ValueError, match="ROW_COMPACTION reads the admitted keys' segments"):
-        S.select_rows(x, 8, S.WINDOW_LIMIT, torch.empty(2, 8, dtype=torch.int32), None, S.workspace(2, "cpu"),
-                      lens=torch.full((2,), 4096, dtype=torch.int32), path="bound",
-                      settings={"SEGMENTS": False, "ROW_COMPACTION": True})
-
-
 @needs_interpreter
 def test_tile_maxima_given_by_the_kernel_before(kernels_run, segments):
     """select_rows(tile_maxima=...): with the maxima alone, the range kernel over them runs; with
@@ -324,7 +295,7 @@ def _random_case(seed: int) -> tuple:
     50k, about k, many k), one to three rows with full, partial or empty windows, one of eight kinds of
     scores (normal, relu, 5 values, sorted up or down, a 1e30 spike, -inf but a prefix, values 1e-30
     apart, bf16-rounded), and every setting of the path drawn (TILE, BINS, BLOCK, programs, SEGMENTS,
-    the count's step, its loads a step ahead, its rows of 32 keys, its compaction: ROW_COMPACTION)."""
+    the count's step, its loads a step ahead, its rows of 32 keys)."""
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     k = rng.choice([1, 7, 64, 128, 256])
@@ -352,7 +323,6 @@ def _random_case(seed: int) -> tuple:
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
                     COUNT_LANES=rng.random() < 0.5)
-    settings["ROW_COMPACTION"] = settings["SEGMENTS"] and rng.random() < 0.5
     return x, k, lo, hi, settings
 
 

@@ -156,34 +156,6 @@ def test_ragged_topk_takes_the_tile_maxima_from_the_logits_kernel(num_seqs, monk
     assert all(written)
 
 
-@pytest.mark.parametrize("batch,ctx,next_n,lens", [(64, 32768, 1, "full"), (1, 1048576, 1, "full"),
-                                                  (16, 16384, 2, "random"), (40, 65536, 1, "random")])
-def test_bound_row_compaction_exact(batch, ctx, next_n, lens, monkeypatch):
-    """The bound path with its compaction a program a row (ROW_COMPACTION): decode at full and random
-    lengths, then a 64K-key prefill in blocks; exact, and no compaction a program a chunk launched."""
-    from indexer_logits import _topk_bound as B
-    monkeypatch.setattr(S, "PATH", "bound")
-    monkeypatch.setattr(B, "ROW_COMPACTION", True)
-    launched = []
-
-    def watch(tag, inputs, key, launches, out_index):  # the selection's launches, plainly, by name
-        def launch(fn, grid, *a, **kw):
-            launched.append(fn.fn.__name__)
-            return S._recorded_launches.plain(fn, grid, *a, **kw)
-        return launches(launch)
-    monkeypatch.setattr(S._recorded_launches, "run", watch)
-    inp, args, _ = _decode(batch, ctx, next_n, lens=lens, seed=batch)
-    logits = K.fp8_paged_mqa_logits(*args, False)
-    idx = K.fp8_paged_mqa_topk(*args, 2048)
-    lo, hi = _decode_windows(inp.context_lens, next_n, logits.shape[0])
-    assert mismatched_rows(idx, logits, lo, hi, 2048) == 0
-    if batch == 40:
-        pre = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), 600, 65536, device="cuda", seed=5)
-        idx = K.fp8_mqa_topk(*pre.args(), 2048, max_scratch_bytes=128 * 65536 * 4)
-        assert mismatched_rows(idx, K.fp8_mqa_logits(*pre.args(), False), pre.cu_seqlen_ks, pre.cu_seqlen_ke, 2048) == 0
-    assert "topk_bound_row_compact_kernel" in launched and "topk_bound_compact_kernel" not in launched
-
-
 def test_chunked_topk_exact():
     inp = make_prefill_paged_inputs(Problem(family="prefill_paged"), 500, 32768, device="cuda", seed=3)
     args = (inp.q, inp.kv_cache, inp.weights, inp.row_request, inp.row_limit, inp.block_table, inp.max_context_len)

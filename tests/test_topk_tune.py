@@ -39,10 +39,7 @@ ROW = {"rows": 128, "width": 8192, "path": "row", "settings": {"CAP": 512, "NUM_
     (lambda t: t["entries"][0]["settings"].update(RANK_TILE=64), "RANK_TILE"),  # 219 registers: never tuned
     (lambda t: t["entries"].__setitem__(0, {"rows": 64, "width": 131072, "path": "bound", "settings": {
         "COUNT_LANES": True, "COUNT_STEP": 4096}}), "COUNT_LANES reads steps of at most 2048"),  # not at call time
-    (lambda t: t["entries"].__setitem__(0, {"rows": 64, "width": 131072, "path": "bound", "settings": {
-        "ROW_COMPACTION": True, "SEGMENTS": False}}), "ROW_COMPACTION reads the admitted keys' segments"),
-], ids=["format", "foreign", "entries", "rows", "width", "path", "setting", "bins", "bool", "rank-tile", "lanes-step",
-        "finish-segments"])
+], ids=["format", "foreign", "entries", "rows", "width", "path", "setting", "bins", "bool", "rank-tile", "lanes-step"])
 def test_a_bad_table_is_refused_naming_the_field(change, why, tmp_path):
     table = _table([json.loads(json.dumps(ROUNDS))])
     change(table)

@@ -2,7 +2,7 @@
 logits kernel's epilogue where the path reads it), between cudaProfilerStart and Stop, after warm-up calls
 that compile every kernel; so `ncu --profile-from-start off` sees exactly one call's kernels a case.
 
-    ncu --profile-from-start off ... python3 docs/perf_logs/topk_ncu_h200/ncu_target.py [CASE ...]
+    ncu --profile-from-start off ... python3 docs/perf_logs/topk_ncu/ncu_target.py [CASE ...]
 """
 
 import sys

@@ -17,7 +17,7 @@ echo "ncu: $NCU"
 timeout 330 $NCU --clock-control none --profile-from-start off --target-processes all \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
   --section SchedulerStats --section MemoryWorkloadAnalysis --print-units base \
-  python3 docs/perf_logs/topk_ncu_h200/ncu_target.py 64x32K 1x1M 128x8K > $OUT/call1_ncu.log 2>&1
+  python3 docs/perf_logs/topk_ncu/ncu_target.py 64x32K 1x1M 128x8K > $OUT/call1_ncu.log 2>&1
 echo "ncu rc $?"
 cut -c1-150 $OUT/call1_decode_parts.log
 grep -E "^  [a-z_]+|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Grid Size|Block Size|Issued Ipc|No Eligible|Warp Cycles Per Issued|Stall|^[0-9a-zA-Z]+ path" $OUT/call1_ncu.log | cut -c1-150 | head -150
