@@ -89,6 +89,9 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
            {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "LANES_": True, "ASM_": True,
             "SUB_P2": p}, w)
           for c in (512, 1024) for p in (64, B.SUB_SLOTS // (c // 32))),
+        # and its count letting the compaction launch at its start (TRIGGER: griddepcontrol.launch_dependents)
+        ("bound: count, triggering its dependent (SEGMENTS)", B.topk_bound_count_kernel,
+         {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "TRIGGER_": True}, w),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),

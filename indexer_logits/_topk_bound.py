@@ -138,11 +138,14 @@ def _bound_mapping(st_first, k, k_tiles, MARGIN_: tl.constexpr, BINS_: tl.conste
 
 @triton.jit
 def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW: tl.constexpr,
-             BINS_: tl.constexpr, PDL: tl.constexpr):
+             BINS_: tl.constexpr, PDL: tl.constexpr, TRIGGER_: tl.constexpr = False):
     """(row, chunk, window start and end, the keys' state, the maxima's state) of this program, after
-    waiting for the kernel before where launched as a programmatic dependent launch."""
+    waiting for the kernel before where launched as a programmatic dependent launch (and with TRIGGER_,
+    letting the kernel after launch)."""
     if PDL:
         tl_cuda.gdc_wait()
+    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
+        tl_cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
     return (row, tl.program_id(1), lo, hi, ws_ptr + row * (16 + 2 * BINS_), ws_first_ptr + row * (16 + 2 * BINS_))
@@ -214,7 +217,8 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                             ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr,
                             BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
                             SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
-                            LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64):
+                            LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64,
+                            TRIGGER_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
@@ -225,7 +229,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     the step's rows of 32 keys each fill a sub-segment of at most SUB_P2 slots, packed into one
     segment at the end (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
-                                                BINS_, PDL)
+                                                BINS_, PDL, TRIGGER_)
     base = logits_ptr + row.to(tl.int64) * stride_row
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)

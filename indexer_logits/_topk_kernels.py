@@ -66,10 +66,13 @@ def _count_d1(base, start, end, m_lo, scale, BLOCK: tl.constexpr, BINS_: tl.cons
 
 @triton.jit
 def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, chunk_len,
-                      WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr, PDL: tl.constexpr):
+                      WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr, PDL: tl.constexpr,
+                      TRIGGER_: tl.constexpr = False):
     """Kernel 1: the row's largest key and smallest finite key (module docstring)."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
+    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
+        tl_cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -92,12 +95,14 @@ def _thresholds(st, k, total, BINS_: tl.constexpr):
 @triton.jit
 def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, chunk_len,
                      ROUND: tl.constexpr, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr,
-                     PDL: tl.constexpr, FIT_CAP_: tl.constexpr = 0):
+                     PDL: tl.constexpr, FIT_CAP_: tl.constexpr = 0, TRIGGER_: tl.constexpr = False):
     """Kernels 2 and 3: count d1 of every score (round 1: tl.histogram, then one atomic per bin),
     or d2 of the scores in bin t1 (round 2: a few percent of them, one atomic each; none where
     FIT_CAP_ > 0 and round 1's bin fits it, _topk_digits._fit)."""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
+    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
+        tl_cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)

@@ -27,12 +27,13 @@ def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo,
     kn = kernels()
     BINS, BLOCK_ = s["BINS"], s["BLOCK"]
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
+    trigger = _trigger(s, pdl)
     if not range_done:
         launch(kn.topk_range_kernel, grid, *window_args, ws, chunk, WINDOW=window, BLOCK=BLOCK_, BINS_=BINS,
-               PDL=False, num_warps=s["NUM_WARPS"])
+               PDL=False, TRIGGER_=trigger, num_warps=s["NUM_WARPS"])
     for round_ in (1, 2):
         launch(kn.topk_hist_kernel, grid, *window_args, k, ws, chunk, ROUND=round_, WINDOW=window, BLOCK=BLOCK_,
-               BINS_=BINS, PDL=pdl, FIT_CAP_=fit_cap, **options)
+               BINS_=BINS, PDL=pdl, FIT_CAP_=fit_cap, TRIGGER_=trigger, **options)
     val = indices if values is None else values
     args = (*window_args, k, ws, cands, indices, indices.stride(0), val, val.stride(0), chunk)
     consts = dict(WINDOW=window, BLOCK=BLOCK_, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
@@ -43,6 +44,13 @@ def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo,
     else:
         tiles, tile, ws_first = remap
         launch(kn.topk_compact_remap_kernel, grid, *args, tiles, tiles.stride(0), ws_first, REMAP_=tile, **consts)
+
+
+def _trigger(s: dict, pdl: bool) -> bool:
+    """Whether a path's kernels before its last let their dependent launch at their start (TRIGGER:
+    griddepcontrol.launch_dependents, after their own wait), so that the next kernel's programs are
+    resident, waiting at their gdc_wait, when this one ends: only where the dependents launch with PDL."""
+    return bool(s.get("TRIGGER")) and pdl
 
 
 def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
@@ -208,13 +216,17 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     maxima, ntiles, seg, seg_counts, ws_first = scratch
     T = _tile(s, logits.shape[1], k, "bound")
     grid, chunk, window_args, pdl, options = _launch_setup(logits, indices, lo, hi, lens, next_n, s)
+    trigger = _trigger(s, pdl)
     if not maxima_given:  # (else the kernel before wrote them: select_rows' tile_maxima)
-        _launch_tile_maxima(launch, s, window_args, window, T, maxima, ntiles, {"num_warps": s["NUM_WARPS"]})
+        _launch_tile_maxima(launch, s, window_args, window, T, maxima, ntiles,
+                            {"num_warps": s["NUM_WARPS"], "TRIGGER_": trigger})
     mgrid, mchunk, maxima_args = _launch_setup(maxima, indices, None, None, ntiles, 1, s)[:3]
     consts = dict(BLOCK=s["BLOCK"], BINS_=s["BINS"], PDL=pdl, **options)
     if not range_given:
-        launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, **consts)
-    launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT, **consts)
+        launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, TRIGGER_=trigger,
+               **consts)
+    launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT,
+           TRIGGER_=trigger, **consts)
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
     asm = lanes > 0 and logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
@@ -222,7 +234,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
     launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
            MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
-           **sub, **dict(consts, BLOCK=_count_step(s)))
+           TRIGGER_=trigger, **sub, **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],

@@ -29,6 +29,10 @@ NUM_WARPS = 4
 PROGRAMS_PER_SM = 8   # chunks per row are sized to fill the GPU about this many times over
 SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block prefix sum (True)
 PDL = None            # kernels 2-4 as programmatic dependent launches: None = on CUDA sm_90+
+# With PDL, whether the rounds, tiles and bound paths' kernels but the last let the next launch at their
+# start (_topk_paths._trigger): its programs then wait resident at their gdc_wait, where without it the
+# next kernel launches as this one's programs exit.
+TRIGGER = False
 # Which selection serves: "rounds" (_topk_kernels: range, two histogram rounds, compaction; four
 # kernels), "fused" (_topk_fused: round 1 over a sampled range, then compaction and selection; two
 # kernels), "row" (_topk_row: one kernel, a program a row) or "auto" (pick_path per call). Timed
@@ -276,7 +280,7 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
     elif path == "rounds":
         kn = kernels()
         s = dict(BINS=kn.BINS, CAP=kn.CAP, RANK_TILE=kn.RANK_TILE, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
-                 PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL)
+                 PROGRAMS_PER_SM=PROGRAMS_PER_SM, SCAN_SLOTS=SCAN_SLOTS, PDL=PDL, TRIGGER=TRIGGER)
     elif path == "tiles":  # the four kernels' settings serve both of its selections
         tk = tiles_kernels()
         s = dict(path_settings("rounds"), TILE=tk.TILE, STEP_KEYS=tk.STEP_KEYS, FIT=tk.FIT, OWN_PDL=tk.OWN_PDL,

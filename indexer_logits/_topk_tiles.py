@@ -109,7 +109,7 @@ def scratch_bytes(rows: int, width: int, k: int, tile: int, pick_chunks: int) ->
 @triton.jit
 def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, maxima_ptr, maxima_stride,
                          ntiles_ptr, chunk_len, WINDOW: tl.constexpr, TILE_: tl.constexpr, STEP: tl.constexpr,
-                         PDL: tl.constexpr = False):
+                         PDL: tl.constexpr = False, TRIGGER_: tl.constexpr = False):
     """Pass 1: each tile's largest score (-inf for a tile of -inf scores), and (chunk 0) the row's
     tile count. A program covers chunk_len keys of the window (a multiple of TILE_), STEP tiles a
     step. (Merging the maxima's range into the rows' state here, as the gather does for its keys,
@@ -117,6 +117,8 @@ def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
     call 8.)"""
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
+    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
+        tl_cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
