@@ -6,7 +6,8 @@
 # Predicted (before the run), trigger less served: decode bound (two triggered links: round 1 -> count ->
 # compaction) -1 to -4 us at 64x32K, 1x1M, 64x128K, 16x256K; 32x16K likewise on its path; 128x8K (row path, one
 # kernel) level; prefill 4096x64K -25 to -100 us of ~6.3 ms (25 blocks, two links each), 2048x1M level (+-0.5%).
-# Every row exact; the GPU tests of every path with TRIGGER on pass.
+# Every row exact; the GPU tests of every path with TRIGGER on pass. Also (settings only), the bound decode cases at
+# 128 bins (the tuner tries 32 and 64): -0.5 to -1.5 us (one tile of candidates to rank, a tighter bound).
 set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
 timeout 200 python3 -c "

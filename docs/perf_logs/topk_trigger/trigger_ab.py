@@ -2,7 +2,7 @@
 end: decode logits + top-k in CUDA graphs of 4 calls, and the ragged prefill top-k eagerly, alternated in one
 process with the logits alone; every variant's answer checked first (decode: every row against a stable sort;
 prefill: sampled blocks). The served path's table entries keep their own settings; the variant sets
-_topk_select.TRIGGER, which they do not name.
+_topk_select.TRIGGER, which they do not name; where bound serves a decode case, its settings with 128 bins too.
 
     python3 docs/perf_logs/topk_trigger/trigger_ab.py [--rounds 5] [--skip-prefill] [--out FILE]
 """
@@ -52,15 +52,18 @@ def decode(rounds: int, result: dict) -> None:
         hi = inp.context_lens.int()
         fns = {"logits": lambda: K.fp8_paged_mqa_logits(*args, False, out=lbuf)}
         bad = {}
-        for label, settings in VARIANTS:
+        served = S._serving(rows, width, torch.device("cuda"), "decode")
+        variants = list(VARIANTS)
+        if served[0] == "bound":  # the maxima's round and the keys' histogram at 128 / 256 bins (the space: 32, 64)
+            variants.append(("bins 128", {(S, "SERVING"): ("bound", dict(served[1] or {}, BINS=128))}))
+        for label, settings in variants:
             fns[label] = under(settings, lambda: K.fp8_paged_mqa_topk(*args, K_, out=idx))
             bad[label] = mismatched_rows(fns[label]().clone(), logits, torch.zeros_like(hi), hi, K_)
         best = best_alternated(fns, rounds)
         name = f"decode {rows}x{width // 1024}K"
-        served = S._serving(rows, width, torch.device("cuda"), "decode")
         result["cases"][name] = {"us": best, "mismatched_rows": bad, "served": [served[0], served[1]]}
         print(f"\n{name}: logits alone {best['logits']:.1f} us; served {served}", flush=True)
-        for label, _ in VARIANTS:
+        for label, _ in variants:
             print(f"  {best[label]:8.1f} us  {best[label] / best['logits']:.3f}  bad {bad[label]}  {label}", flush=True)
         lbuf = logits = None
         torch.cuda.empty_cache()
