@@ -154,6 +154,27 @@ def test_selection_slot_claims(scan_slots, path, monkeypatch):
     assert_same_topk(idx, val, x, 700, lo, hi)
 
 
+def test_trigger_only_where_the_dependents_launch_with_pdl():
+    """TRIGGER lets a kernel's dependent launch early only where the path launches them with PDL (on CPU
+    tensors never: the interpreter cannot run griddepcontrol)."""
+    from indexer_logits._topk_paths import _trigger
+    assert _trigger({"TRIGGER": True}, True)
+    assert not _trigger({"TRIGGER": True}, False) and not _trigger({"TRIGGER": False}, True)
+    assert not _trigger({}, True)  # (the paths without the setting: row, fused, resident)
+    assert "TRIGGER" in S.path_settings("bound") and "TRIGGER" in S.path_settings("tiles")
+
+
+@needs_interpreter
+@pytest.mark.parametrize("path", ["rounds", "tiles", "bound"])
+def test_selection_with_trigger_set(path, monkeypatch):
+    """TRIGGER set (a table's setting or the module's) changes no answer and no launch on CPU tensors."""
+    monkeypatch.setattr(S, "TRIGGER", True)
+    x = torch.randn(2, 20000)
+    lo, hi = _windows(2, 20000, seed=4)
+    idx, val = _select(x, 256, lo, hi, path=path)
+    assert_same_topk(idx, val, x, 256, lo, hi)
+
+
 @needs_interpreter
 @pytest.mark.parametrize("k", [1, 512, 1000, 2048])
 @pytest.mark.parametrize("path", S.PATHS)
