@@ -31,8 +31,11 @@ SCAN_SLOTS = False    # output slots: per-score atomics (False) or a per-block p
 PDL = None            # kernels 2-4 as programmatic dependent launches: None = on CUDA sm_90+
 # With PDL, whether the rounds, tiles and bound paths' kernels but the last let the next launch at their
 # start (_topk_paths._trigger): its programs then wait resident at their gdc_wait, where without it the
-# next kernel launches as this one's programs exit.
-TRIGGER = False
+# next kernel launches as this one's programs exit. None: for decode calls only. Measured on an H100
+# (docs/perf_logs/topk_trigger, call 1; alternated, exact): decode 0.7-2.3 us less a call at six shapes
+# (32x16K 51.8 -> 49.5 us, 64x32K 129.6 -> 128.6, 1x1M 74.7 -> 73.8), prefill 3-4% more (4096x64K 6.25 ->
+# 6.42 ms, 2048x1M 44.9 -> 46.7: its blocks' selections beside the next block's logits, not measured apart).
+TRIGGER = None
 # Which selection serves: "rounds" (_topk_kernels: range, two histogram rounds, compaction; four
 # kernels), "fused" (_topk_fused: round 1 over a sampled range, then compaction and selection; two
 # kernels), "row" (_topk_row: one kernel, a program a row) or "auto" (pick_path per call). Timed
@@ -248,6 +251,8 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
     if rows == 0:
         return SelectionPlan(path, {}, k, window, next_n, 0, 0, 0, None, (), given, (), None)
     s = path_settings(path, settings)
+    if s.get("TRIGGER", False) is None:  # decode calls only (TRIGGER)
+        s = dict(s, TRIGGER=kind == "decode")
     if path == "bound" and s["COUNT_LANES"] is None:  # the model's (_topk_bound.lanes_for)
         steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
         s = dict(s, COUNT_LANES=bound_kernels().lanes_for(kind, steps))

@@ -34,7 +34,7 @@ FILE = "topk.json"
 ALLOWED = {
     "rounds": {"BINS": (16, 32, 64, 128), "CAP": (256, 512, 1024, 2048), "RANK_TILE": (0, 8, 16, 32),
                "BLOCK": (256, 512, 1024, 2048), "NUM_WARPS": (2, 4, 8), "PROGRAMS_PER_SM": (1, 2, 4, 8, 16, 32),
-               "SCAN_SLOTS": (False, True), "PDL": (False, True, None), "TRIGGER": (False, True)},
+               "SCAN_SLOTS": (False, True), "PDL": (False, True, None), "TRIGGER": (False, True, None)},
     "row": {"BINS": (64, 128, 256, None), "CAP": (256, 512, 1024, 2048), "BLOCK": (1024, 2048, 4096, 8192),
             "NUM_WARPS": (4, 8, 16, 32), "PDL": (False, True)},
 }

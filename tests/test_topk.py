@@ -162,6 +162,11 @@ def test_trigger_only_where_the_dependents_launch_with_pdl():
     assert not _trigger({"TRIGGER": True}, False) and not _trigger({"TRIGGER": False}, True)
     assert not _trigger({}, True)  # (the paths without the setting: row, fused, resident)
     assert "TRIGGER" in S.path_settings("bound") and "TRIGGER" in S.path_settings("tiles")
+    # None (the built-in): on for decode calls, off for prefill blocks and the selection alone
+    for kind, want in (("decode", True), ("prefill", False), (None, False)):
+        plan = S.plan_selection(64, 32768, 2048, S.WINDOW_LIMIT, "cpu", kind=kind, path="bound",
+                                settings={"TRIGGER": None})
+        assert plan.s["TRIGGER"] is want, kind
 
 
 @needs_interpreter

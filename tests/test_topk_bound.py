@@ -319,7 +319,7 @@ def _random_case(seed: int) -> tuple:
         x = x.bfloat16().float()
     lo = torch.tensor([rng.choice([0, 0, rng.randint(0, width)]) for _ in range(rows)], dtype=torch.int32)
     hi = torch.tensor([rng.choice([width, width, rng.randint(0, width + 3)]) for _ in range(rows)], dtype=torch.int32)
-    settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64]), BLOCK=rng.choice([512, 1024]),
+    settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64, 128]), BLOCK=rng.choice([512, 1024]),
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
                     COUNT_LANES=rng.random() < 0.5)

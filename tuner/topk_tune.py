@@ -124,16 +124,20 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
     if path == "bound":
         if width < BOUND_TRIED_FROM:
             return []
-        # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 64 bins
-        # at most (the keys' one round: 63 bins above the bound); its compaction reading the admitted
+        # its tile about the model's (0: at least 2k tiles a row) and one octave either side; 32 or 64
+        # bins, and 128 at the model's tile and 16 (the keys' one round then 255 bins above the bound: fewer
+        # candidates to rank, a tighter bound; an H100, the tables' settings at 128 bins: 0.2-2.0 us less at
+        # five decode shapes, docs/perf_logs/topk_trigger call 1); its compaction reading the admitted
         # keys' segments (its chunk: 7-15% slower at every bucket) in blocks of 512 (1024: 3-16%)
         # and its count by rows of 32 keys (COUNT_LANES) at the tiles and bins the H100's tunes kept: 10-18
         # us saved at 64 x 128K and 6 at 16 x 256K, level at 64 x 32K and 1 x 1M, 89 us of 6.5 ms on the
         # 4096 x 64K prefill (docs/PERF.md, "Top-k: the prefill's blocks")
         lanes = [dict(TILE=t, BINS=64, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=True)
                  for t in (0, 16) for p in (8, 16)]
+        bins128 = [dict(TILE=t, BINS=128, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
+                   for t in (0, 16) for p in (8, 16)]
         return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes + bins128
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
