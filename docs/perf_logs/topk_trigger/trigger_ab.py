@@ -94,8 +94,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--skip-prefill", action="store_true")
+    ap.add_argument("--against-off", action="store_true",
+                    help="time the served default (TRIGGER None: decode only) against TRIGGER off")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if a.against_off:
+        VARIANTS[:] = [("trigger off", {(S, "TRIGGER"): False}), ("served", {})]
     result = {"device": torch.cuda.get_device_name(), "cases": {}}
     print(result["device"], flush=True)
     decode(a.rounds, result)
