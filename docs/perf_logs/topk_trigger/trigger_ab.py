@@ -23,23 +23,13 @@ from tuner.inputs import make_decode_inputs, make_prefill_inputs  # noqa: E402
 from tuner.space import Problem  # noqa: E402
 from tuner.topk_tune import mismatched_rows  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "topk_arena"))
+from decode_ab import under  # noqa: E402 (a variant's module values set while its call runs)
+
 K_ = 2048
 DECODE = ((64, 32768), (1, 1 << 20), (64, 131072), (16, 1 << 18), (32, 16384), (128, 8192))
 PREFILL = ((4096, 65536), (2048, 1 << 20))
 VARIANTS = [("served", {}), ("trigger", {(S, "TRIGGER"): True})]
-
-
-def under(settings: dict, fn):
-    def call():
-        saved = {key: getattr(*key) for key in settings}
-        for (mod, name), value in settings.items():
-            setattr(mod, name, value)
-        try:
-            return fn()
-        finally:
-            for (mod, name), value in saved.items():
-                setattr(mod, name, value)
-    return call
 
 
 def decode(rounds: int, result: dict) -> None:
