@@ -44,9 +44,8 @@ import math
 
 import triton
 import triton.language as tl
-from triton.language.extra import cuda as tl_cuda
 
-from ._topk_digits import _digits, _range, _threshold, _window
+from ._topk_digits import _digits, _range, _start, _threshold, _window
 from ._topk_kernels import _compact
 
 TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
@@ -142,10 +141,7 @@ def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDO
     """(row, chunk, window start and end, the keys' state, the maxima's state) of this program, after
     waiting for the kernel before where launched as a programmatic dependent launch (and with TRIGGER_,
     letting the kernel after launch)."""
-    if PDL:
-        tl_cuda.gdc_wait()
-    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
-        tl_cuda.gdc_launch_dependents()
+    _start(PDL, TRIGGER_)
     row = tl.program_id(0)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
     return (row, tl.program_id(1), lo, hi, ws_ptr + row * (16 + 2 * BINS_), ws_first_ptr + row * (16 + 2 * BINS_))

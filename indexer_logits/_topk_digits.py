@@ -11,6 +11,18 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import cuda as tl_cuda
+
+
+@triton.jit
+def _start(PDL: tl.constexpr, TRIGGER_: tl.constexpr):
+    """A selection kernel's first step: with PDL (a programmatic dependent launch), wait for the kernel
+    before (its writes); with TRIGGER_, then let the kernel after launch, so that its programs wait
+    resident at their own wait (_topk_paths._trigger, _topk_select.TRIGGER)."""
+    if PDL:
+        tl_cuda.gdc_wait()
+    if TRIGGER_:
+        tl_cuda.gdc_launch_dependents()
 
 
 @triton.jit

@@ -34,7 +34,7 @@ import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
 from ._topk_digits import (_digits, _fit, _in_bin, _key, _key_range, _mapping, _publish_range, _range, _range_keys,
-                           _rounds, _score, _threshold, _window, _zero_state)
+                           _rounds, _score, _start, _threshold, _window, _zero_state)
 
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
@@ -69,10 +69,7 @@ def topk_range_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, w
                       WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr, PDL: tl.constexpr,
                       TRIGGER_: tl.constexpr = False):
     """Kernel 1: the row's largest key and smallest finite key (module docstring)."""
-    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
-        tl_cuda.gdc_wait()
-    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
-        tl_cuda.gdc_launch_dependents()
+    _start(PDL, TRIGGER_)
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
@@ -99,10 +96,7 @@ def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wi
     """Kernels 2 and 3: count d1 of every score (round 1: tl.histogram, then one atomic per bin),
     or d2 of the scores in bin t1 (round 2: a few percent of them, one atomic each; none where
     FIT_CAP_ > 0 and round 1's bin fits it, _topk_digits._fit)."""
-    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
-        tl_cuda.gdc_wait()
-    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
-        tl_cuda.gdc_launch_dependents()
+    _start(PDL, TRIGGER_)
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)

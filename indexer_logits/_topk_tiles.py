@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_digits import _digit_take, _fit, _publish_range, _range, _range_keys, _window, _zero_state
+from ._topk_digits import _digit_take, _fit, _publish_range, _range, _range_keys, _start, _window, _zero_state
 
 TILE = 0           # keys a tile (a power of two); 0: tile_for(width, k)
 STEP_KEYS = 2048   # keys a program reads per step in the maxima and gather kernels
@@ -115,10 +115,7 @@ def topk_tile_max_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n
     step. (Merging the maxima's range into the rows' state here, as the gather does for its keys,
     slowed this kernel by more than the range kernel it saved: 10.7 -> 17.9 us at 64 x 128K,
     call 8.)"""
-    if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
-        tl_cuda.gdc_wait()
-    if TRIGGER_:  # its dependent may launch now: its programs wait at their gdc_wait, resident (TRIGGER)
-        tl_cuda.gdc_launch_dependents()
+    _start(PDL, TRIGGER_)
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
