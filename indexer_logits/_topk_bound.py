@@ -83,6 +83,15 @@ COUNT_LANES = None
 # lost 10-17% there: the blocks shrank to 142 rows within the scratch budget; PERF.md, "Top-k: the
 # prefill's blocks".)
 LANES_MIN_STEPS = 8
+# Whether the keys' count (with SEGMENTS) claims its admitted keys' segment slots from a counter a
+# program (its count word, zeroed at its start): on CUDA a warp's admitted keys of one register take
+# one atomic (a ballot, its popcount, the leader's atom.add, a shuffle: inline PTX, _claim_slots), so a
+# step has no prefix sum, no barrier and no layout conversion for the atomics; elsewhere an atomic a
+# key. The segment's order is the claims' (the compaction reads a segment in any order). Cross-compiled
+# for sm_90 at 512 keys a step and 4 warps, the step without it is ~200 instructions a warp and four
+# barriers (the prefix sum, and the atomics' addresses and masks converted through shared memory). A
+# tuner axis; COUNT_LANES is then not read.
+COUNT_BALLOT = False
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
@@ -166,6 +175,59 @@ def _store_where(addr, value, pred):
 
 
 @triton.jit
+def _claim_slots(counter, pred):
+    """Distinct slots, claimed from the int32 at each `counter` address, for the elements where pred: a
+    warp's admitted lanes of this register take one atomic between them (a ballot; the highest admitted
+    lane adds their popcount, the others read the old count by a shuffle and add their rank). Inline PTX,
+    an elementwise op, one register at a time: the slots are distinct whatever the layout puts in a
+    thread. Every lane of the warp must run it (vote.sync and shfl.sync with a full mask): the caller's
+    loop is uniform in the program."""
+    return tl.inline_asm_elementwise(
+        """{
+        .reg .pred p, lead;
+        .reg .b32 bal, below, n, old, last, first;
+        setp.ne.b32 p, $2, 0;
+        vote.sync.ballot.b32 bal, p, 0xffffffff;
+        mov.u32 below, %lanemask_lt;
+        and.b32 below, below, bal;
+        popc.b32 below, below;
+        popc.b32 n, bal;
+        add.u32 last, below, 1;
+        setp.eq.and.u32 lead, last, n, p;
+        mov.u32 old, 0;
+        @lead atom.relaxed.gpu.global.add.u32 old, [$1], n;
+        bfind.u32 last, bal;
+        shfl.sync.idx.b32 first, old, last, 0x1f, 0xffffffff;
+        add.u32 $0, first, below;
+        }""",
+        "=r,l,r", [counter.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, BLOCK: tl.constexpr,
+                    KB: tl.constexpr, ASM_: tl.constexpr):
+    """topk_bound_count_kernel's loop with BALLOT_: each admitted key counted and its position stored
+    at a slot claimed from the program's `counter` (_claim_slots with ASM_, else an atomic a key), the
+    first seg_cap of them; the counter ends at the keys the program admitted (more than seg_cap: its
+    segment overflowed, and the compaction reads its chunk)."""
+    offs = tl.arange(0, BLOCK)
+    at = counter + offs * 0
+    for b0 in range(start, end, BLOCK):
+        t = b0 + offs
+        m = t < end
+        d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
+        admitted = m & (d1 > 0)
+        if ASM_:
+            slot = _claim_slots(at, admitted)
+            slot += _red_add_one(hist + d1, admitted)  # (its dummy 0: keeps the op)
+            at += _store_where(seg + slot, t, admitted & (slot < seg_cap))  # (likewise)
+        else:
+            slot = tl.atomic_add(at, 1, mask=admitted, sem="relaxed")
+            tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
+            tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
+
+
+@triton.jit
 def _count_lanes(base, start, end, m_lo, scale, hist, seg, seg_cap, BLOCK: tl.constexpr, KB: tl.constexpr,
                  ASM_: tl.constexpr, SUB_P2: tl.constexpr):
     """topk_bound_count_kernel's loop with LANES_, returning the program's segment count: a step as
@@ -214,7 +276,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                             BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
                             SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
                             LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64,
-                            TRIGGER_: tl.constexpr = False):
+                            TRIGGER_: tl.constexpr = False, BALLOT_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
@@ -223,7 +285,9 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     step's keys are loaded one step ahead (the first before the mapping), so that the load is in
     flight while the warps meet at the step's prefix sum (COUNT_PREFETCH). With SEG_ and LANES_,
     the step's rows of 32 keys each fill a sub-segment of at most SUB_P2 slots, packed into one
-    segment at the end (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX)."""
+    segment at the end (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX). With
+    SEG_ and BALLOT_, each admitted key's slot is claimed from the program's count word, zeroed here
+    first (_count_claiming, COUNT_BALLOT; ASM_: a warp's claims one atomic)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL, TRIGGER_)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -233,6 +297,9 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     seg = seg_ptr + at.to(tl.int64) * seg_cap
     n_seg = chunk * 0
     KB: tl.constexpr = 2 * BINS_
+    if SEG_ and BALLOT_:  # the program's slot counter, zero before any thread claims from it
+        tl.store(counts_ptr + at, n_seg)
+        tl.debug_barrier()
     if (end > start) & (hi - lo > k):
         if PREFETCH_:
             first = start + tl.arange(0, BLOCK)
@@ -243,7 +310,9 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         # between the count and the compaction (every program of the row stores the same bits)
         tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
-        if SEG_ and LANES_:
+        if SEG_ and BALLOT_:
+            _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, BLOCK, KB, ASM_)
+        elif SEG_ and LANES_:
             n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_, SUB_P2)
         else:
             offs = tl.arange(0, BLOCK)
@@ -262,7 +331,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                     slot = n_seg + tl.cumsum(admitted.to(tl.int32), 0) - 1
                     tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
                     n_seg += tl.sum(admitted.to(tl.int32), 0)
-    if SEG_:
+    if SEG_ and not BALLOT_:
         tl.store(counts_ptr + at, n_seg)
 
 

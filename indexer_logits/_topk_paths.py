@@ -176,7 +176,7 @@ def _count_step(s: dict) -> int:
 def _lane_rows(s: dict) -> int:
     """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS: a step's
     rows of 32 keys), else 0: its segment's slots (a multiple of 64) split evenly among at most 64."""
-    if not (s["COUNT_LANES"] and s["SEGMENTS"]):
+    if not (s["COUNT_LANES"] and s["SEGMENTS"]) or s["COUNT_BALLOT"]:
         return 0
     step = _count_step(s)
     if step > 2048:
@@ -229,12 +229,16 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            TRIGGER_=trigger, **consts)
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
-    asm = lanes > 0 and logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
+    ballot = bool(s["COUNT_BALLOT"] and s["SEGMENTS"])
+    if ballot and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key held by two threads would claim two slots)
+        raise ValueError(f"settings: COUNT_BALLOT reads steps of at least 32 keys a warp, got {_count_step(s)} "
+                         f"keys and {s['NUM_WARPS']} warps")
+    asm = (lanes > 0 or ballot) and logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
     # (the sub-segments' slots as a power of two: the registers the count packs them through)
     sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
     launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
            MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
-           TRIGGER_=trigger, **sub, **dict(consts, BLOCK=_count_step(s)))
+           TRIGGER_=trigger, BALLOT_=ballot, **sub, **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],

@@ -27,17 +27,20 @@ def _clean_runtime(clean_runtime):
     yield
 
 
-@pytest.fixture(params=[(False, False, False), (True, False, False), (True, True, False), (True, False, True)],
-                ids=["chunks", "segments", "prefetch", "lanes"])
+@pytest.fixture(params=[(False, False, False, False), (True, False, False, False), (True, True, False, False),
+                        (True, False, True, False), (True, False, False, True)],
+                ids=["chunks", "segments", "prefetch", "lanes", "ballot"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
     count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a
-    sub-segment a row of 32 keys of a step (COUNT_LANES), or neither."""
-    seg, ahead, lanes = request.param
+    sub-segment a row of 32 keys of a step (COUNT_LANES), or claiming its slots from a counter
+    (COUNT_BALLOT), or none of these."""
+    seg, ahead, lanes, ballot = request.param
     monkeypatch.setattr(B, "SEGMENTS", seg)
     monkeypatch.setattr(B, "COUNT_PREFETCH", ahead)
     monkeypatch.setattr(B, "COUNT_STEP", 1024 if ahead else 0)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
+    monkeypatch.setattr(B, "COUNT_BALLOT", ballot)
     return seg
 
 
@@ -130,17 +133,21 @@ def test_one_value_and_outliers(segments):
 
 
 @needs_interpreter
-@pytest.mark.parametrize("lanes", [False, True], ids=["segment", "lanes"])
+@pytest.mark.parametrize("mode", ["segment", "lanes", "ballot"])
 @pytest.mark.parametrize("cap", [1, 7, None])
-def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, lanes, monkeypatch):
+def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, monkeypatch):
     """SEGMENTS: each program's count is the keys it admitted (their sum the keys' histogram's), its
     segment their positions in key order; a program whose segment overflows (a cap of 1 or 7) reads
     its chunk instead, and the answer is torch's either way. With COUNT_LANES, a step's row of 32 keys
     fills a sub-segment (caps of 1 or 7 a sub-segment), copied to the segment in row order: the
     segment holds the admitted keys, each row's in key order; a program with a sub-segment overflowed
-    counts its segment's slots + 1."""
+    counts its segment's slots + 1. With COUNT_BALLOT the slots are claimed from the program's count:
+    the segment holds its admitted keys, each once, in the claims' order, and the count is every key
+    the program admitted, past its slots where it overflowed."""
+    lanes, ballot = mode == "lanes", mode == "ballot"
     monkeypatch.setattr(B, "SEGMENTS", True)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
+    monkeypatch.setattr(B, "COUNT_BALLOT", ballot)
     step = S.BLOCK  # (the count's step: COUNT_STEP 0)
     rows_a_step = step // 32 if lanes else 1
     if cap is not None:
@@ -162,6 +169,9 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, lanes, monkey
             for c in range(counts.shape[1]):
                 got = seg[r, c, :int(counts[r, c])].long()
                 assert bool(((got >= c * chunk) & (got < (c + 1) * chunk)).all())
+                if ballot:  # (the claims' order: each admitted key once)
+                    assert got.unique().numel() == got.numel()
+                    continue
                 lane_row = (got - max(c * chunk, int(lo[r]))) % step // 32 if lanes else torch.zeros_like(got)
                 assert bool((lane_row[1:] >= lane_row[:-1]).all())  # rows one after another
                 same = lane_row[1:] == lane_row[:-1]
@@ -322,7 +332,7 @@ def _random_case(seed: int) -> tuple:
     settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64, 128]), BLOCK=rng.choice([512, 1024]),
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
-                    COUNT_LANES=rng.random() < 0.5)
+                    COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3)
     return x, k, lo, hi, settings
 
 

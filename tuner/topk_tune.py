@@ -136,8 +136,12 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
                  for t in (0, 16) for p in (8, 16)]
         bins128 = [dict(TILE=t, BINS=128, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
                    for t in (0, 16) for p in (8, 16)]
+        # and its count claiming its segment slots from a counter (COUNT_BALLOT: no prefix sum, no barrier in
+        # its loop) at the tiles, bins and programs the others' winners used
+        claimed = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_BALLOT=True)
+                   for t in (0, 16) for b in (64, 128) for p in (8, 16)]
         return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes + bins128
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes + bins128 + claimed
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []

@@ -30,6 +30,7 @@ K_ = 2048
 DECODE = ((64, 32768), (1, 1 << 20), (64, 131072), (16, 1 << 18), (32, 16384), (128, 8192))
 PREFILL = ((4096, 65536), (2048, 1 << 20))
 VARIANTS = [("served", {}), ("trigger", {(S, "TRIGGER"): True})]
+BINS_128 = True  # where bound serves a decode case, its settings at 128 bins too (topk_ballot/ballot_ab.py: off)
 
 
 def decode(rounds: int, result: dict) -> None:
@@ -44,7 +45,7 @@ def decode(rounds: int, result: dict) -> None:
         bad = {}
         served = S._serving(rows, width, torch.device("cuda"), "decode")
         variants = list(VARIANTS)
-        if served[0] == "bound":  # the maxima's round and the keys' histogram at 128 / 256 bins (the space: 32, 64)
+        if served[0] == "bound" and BINS_128:  # the maxima's round and the keys' histogram at 128 / 256 bins (the space: 32, 64)
             variants.append(("bins 128", {(S, "SERVING"): ("bound", dict(served[1] or {}, BINS=128))}))
         for label, settings in variants:
             fns[label] = under(settings, lambda: K.fp8_paged_mqa_topk(*args, K_, out=idx))

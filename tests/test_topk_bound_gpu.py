@@ -1,0 +1,69 @@
+"""The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, rows of 32 keys,
+slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound), where the CPU tests cannot
+run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the workspace left zero, and the
+launch that served asserted to be the form asked for."""
+
+import pytest
+import torch
+
+from bench.topk import mismatched_rows
+from indexer_logits import _topk_select as S
+
+from test_topk_gpu import _scores_of_kind
+
+pytestmark = pytest.mark.gpu
+
+COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False},
+          "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
+          "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
+          "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024}}
+
+
+def _count_launches(monkeypatch) -> list:
+    """The keyword arguments of every keys' count launched from here on (recorded or not)."""
+    seen, real = [], S._recorded_launches.run
+
+    def run(tag, inputs, scalars, launches, out_index):
+        def spied(launch):
+            def one(fn, grid, *args, **kw):
+                if fn.fn.__name__ == "topk_bound_count_kernel":
+                    seen.append(kw)
+                return launch(fn, grid, *args, **kw)
+            return launches(one)
+        return real(tag, inputs, scalars, spied, out_index)
+    monkeypatch.setattr(S._recorded_launches, "run", run)
+    return seen
+
+
+@pytest.mark.parametrize("count", list(COUNTS))
+@pytest.mark.parametrize("rows, width", [(16, 65536), (1, 1 << 20)])
+@pytest.mark.parametrize("kind", ["randn", "small_ints", "outlier"])
+def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, monkeypatch):
+    """randn: a few percent of the keys admitted, the candidates ranked; small_ints: ties at the bound,
+    segments overflowing into their chunks and the overflow path; outlier: a range stretched by one
+    score. Windows of random lengths (k of them at least), k 2048."""
+    k = 2048
+    x, g = _scores_of_kind(kind, rows, width, seed=5)
+    lo = torch.zeros(rows, dtype=torch.int32, device="cuda")
+    hi = torch.randint(k, width + 1, (rows,), dtype=torch.int32, device="cuda", generator=g)
+    hi[0] = width
+    idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    ws = S.workspace(rows, "cuda")
+    settings = dict(COUNTS[count], SEGMENTS=True)
+    seen = _count_launches(monkeypatch)
+
+    def select():
+        return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
+    assert select() == "bound"
+    assert seen and all(kw["BALLOT_"] == settings["COUNT_BALLOT"] and kw["ASM_"] == (count != "prefix sums")
+                        and kw["LANES_"] == (count == "rows") for kw in seen), seen
+    assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        select()
+    for seed in (1, 2):
+        x.copy_(_scores_of_kind(kind, rows, width, seed=seed)[0])
+        idx.fill_(-7)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
