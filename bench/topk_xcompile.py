@@ -91,9 +91,10 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
           for c in (512, 1024) for p in (64, B.SUB_SLOTS // (c // 32))),
         # and its count claiming its segment slots from a counter (COUNT_BALLOT: inline PTX, a warp's claims one
         # atomic) at two steps
-        *((f"bound: count, {c} a step, slots claimed (SEGMENTS)", B.topk_bound_count_kernel,
-           {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "BALLOT_": True, "ASM_": True}, w)
-          for c in (512, 1024)),
+        *((f"bound: count, {c} a step{', ahead' if f else ''}, slots claimed (SEGMENTS)", B.topk_bound_count_kernel,
+           {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "BALLOT_": True, "ASM_": True,
+            "PREFETCH_": f}, w)
+          for c, f in ((512, False), (1024, False), (512, True))),
         # and its count letting the compaction launch at its start (TRIGGER: griddepcontrol.launch_dependents)
         ("bound: count, triggering its dependent (SEGMENTS)", B.topk_bound_count_kernel,
          {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "TRIGGER_": True}, w),

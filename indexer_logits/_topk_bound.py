@@ -204,18 +204,24 @@ def _claim_slots(counter, pred):
 
 
 @triton.jit
-def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, BLOCK: tl.constexpr,
-                    KB: tl.constexpr, ASM_: tl.constexpr):
+def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, ahead, BLOCK: tl.constexpr,
+                    KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr):
     """topk_bound_count_kernel's loop with BALLOT_: each admitted key counted and its position stored
     at a slot claimed from the program's `counter` (_claim_slots with ASM_, else an atomic a key), the
     first seg_cap of them; the counter ends at the keys the program admitted (more than seg_cap: its
-    segment overflowed, and the compaction reads its chunk)."""
+    segment overflowed, and the compaction reads its chunk). With PREFETCH_ the next step's keys load
+    before this step's claims wait for their atomic (`ahead`: the first step's, loaded by the caller)."""
     offs = tl.arange(0, BLOCK)
     at = counter + offs * 0
     for b0 in range(start, end, BLOCK):
         t = b0 + offs
         m = t < end
-        d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
+        if PREFETCH_:
+            x = ahead
+            ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
+        else:
+            x = tl.load(base + t, mask=m, other=0.0)
+        d1, d2 = _digits(x, m_lo, scale, KB)
         admitted = m & (d1 > 0)
         if ASM_:
             slot = _claim_slots(at, admitted)
@@ -301,6 +307,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         tl.store(counts_ptr + at, n_seg)
         tl.debug_barrier()
     if (end > start) & (hi - lo > k):
+        ahead = tl.zeros([BLOCK], tl.float32)  # (read only with PREFETCH_)
         if PREFETCH_:
             first = start + tl.arange(0, BLOCK)
             ahead = tl.load(base + first, mask=first < end, other=0.0)
@@ -311,7 +318,8 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
         if SEG_ and BALLOT_:
-            _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, BLOCK, KB, ASM_)
+            _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, ahead, BLOCK, KB,
+                            ASM_, PREFETCH_)
         elif SEG_ and LANES_:
             n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_, SUB_P2)
         else:

@@ -28,8 +28,8 @@ def _clean_runtime(clean_runtime):
 
 
 @pytest.fixture(params=[(False, False, False, False), (True, False, False, False), (True, True, False, False),
-                        (True, False, True, False), (True, False, False, True)],
-                ids=["chunks", "segments", "prefetch", "lanes", "ballot"])
+                        (True, False, True, False), (True, False, False, True), (True, True, False, True)],
+                ids=["chunks", "segments", "prefetch", "lanes", "ballot", "ballot-prefetch"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
     count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.gpu
 COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False},
           "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
-          "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024}}
+          "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
+          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True}}
 
 
 def _count_launches(monkeypatch) -> list:
@@ -56,7 +57,8 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
     assert select() == "bound"
     assert seen and all(kw["BALLOT_"] == settings["COUNT_BALLOT"] and kw["ASM_"] == (count != "prefix sums")
-                        and kw["LANES_"] == (count == "rows") for kw in seen), seen
+                        and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
+                        for kw in seen), seen
     assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

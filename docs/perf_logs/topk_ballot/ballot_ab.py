@@ -18,7 +18,8 @@ from indexer_logits import _topk_bound as B  # noqa: E402
 
 T.BINS_128 = False
 T.VARIANTS[:] = [("served", {}), ("claimed", {(B, "COUNT_BALLOT"): True}),
-                 ("claimed, 1024 a step", {(B, "COUNT_BALLOT"): True, (B, "COUNT_STEP"): 1024})]
+                 ("claimed, 1024 a step", {(B, "COUNT_BALLOT"): True, (B, "COUNT_STEP"): 1024}),
+                 ("claimed, ahead", {(B, "COUNT_BALLOT"): True, (B, "COUNT_PREFETCH"): True})]
 
 if __name__ == "__main__":
     sys.argv = [a for a in sys.argv if a != "--against-off"]  # (trigger_ab's own variants: not these)
