@@ -42,7 +42,7 @@ def _args(k: int) -> dict:
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
     """(name, jit function, constexprs, warps) of every kernel each path launches."""
     from indexer_logits import _topk_fused as F, _topk_kernels as KN, _topk_row as R, _topk_select as S
-    from indexer_logits import _topk_bound as B, _topk_resident as RS, _topk_tiles as T
+    from indexer_logits import _topk_bound as B, _topk_bound_count as BC, _topk_resident as RS, _topk_tiles as T
     common = {"WINDOW": 1, "BLOCK": S.BLOCK, "BINS_": KN.BINS}
     kp = 1 << (k - 1).bit_length()
     compact = {"KP": kp, "WRITE_VALUES": False, "SCAN_SLOTS": S.SCAN_SLOTS, "PDL": True}
@@ -77,26 +77,29 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("tiles: compaction remapping (MERGE)", KN.topk_compact_remap_kernel,
          {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "REMAP_": 16}, w),
         # the bound path: its maxima's range and round 1 are the rounds' kernels above
-        *((f"bound: keys above the bound{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
+        *((f"bound: keys above the bound{' (SEGMENTS)' if g else ''}", BC.topk_bound_count_kernel,
            {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g}, w) for g in (False, True)),
         # and its count at the tuner's other steps (COUNT_STEP), loading a step ahead (COUNT_PREFETCH)
-        *((f"bound: count, {c} a step{', ahead' if f else ''}{' (SEGMENTS)' if g else ''}", B.topk_bound_count_kernel,
+        *((f"bound: count, {c} a step{', ahead' if f else ''}{' (SEGMENTS)' if g else ''}", BC.topk_bound_count_kernel,
            {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": g, "PREFETCH_": f}, w)
           for c, f, g in ((512, True, True), (1024, False, True), (1024, True, True), (1024, True, False))),
         # and its count by rows of 32 keys (COUNT_LANES: inline PTX), its sub-segments packed through
         # registers at the most slots it takes (SUB_SLOTS) and at a typical 64 a sub-segment
-        *((f"bound: count, {c} a step, lanes, {p} a sub-segment (SEGMENTS)", B.topk_bound_count_kernel,
+        *((f"bound: count, {c} a step, lanes, {p} a sub-segment (SEGMENTS)", BC.topk_bound_count_kernel,
            {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "LANES_": True, "ASM_": True,
             "SUB_P2": p}, w)
           for c in (512, 1024) for p in (64, B.SUB_SLOTS // (c // 32))),
         # and its count claiming its segment slots from a counter (COUNT_BALLOT: inline PTX, a warp's claims one
         # atomic) at two steps
-        *((f"bound: count, {c} a step{', ahead' if f else ''}, slots claimed (SEGMENTS)", B.topk_bound_count_kernel,
+        *((f"bound: count, {c} a step{', ahead' if f else ''}, slots claimed (SEGMENTS)", BC.topk_bound_count_kernel,
            {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "BALLOT_": True, "ASM_": True,
             "PREFETCH_": f}, w)
           for c, f in ((512, False), (1024, False), (512, True))),
+        # and its count by a prefix sum a step with its atomics and stores by inline PTX (COUNT_INLINE)
+        ("bound: count, atomics and stores inline (SEGMENTS)", BC.topk_bound_count_kernel,
+         {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "INLINE_": True}, w),
         # and its count letting the compaction launch at its start (TRIGGER: griddepcontrol.launch_dependents)
-        ("bound: count, triggering its dependent (SEGMENTS)", B.topk_bound_count_kernel,
+        ("bound: count, triggering its dependent (SEGMENTS)", BC.topk_bound_count_kernel,
          {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "TRIGGER_": True}, w),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)

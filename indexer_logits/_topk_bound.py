@@ -8,7 +8,7 @@ With a row of n keys cut into tiles of TILE (aligned to the window start, as _to
 2. the maxima's range (_topk_kernels.topk_range_kernel over them; not where the epilogue wrote it)
    and round 1 over them (_topk_kernels.topk_hist_kernel, the maxima's state in the second half
    of the workspace): the bin t' holding the k-th largest maximum;
-3. the keys' histogram (topk_bound_count_kernel, 2 * BINS bins) over a mapping whose bin 0 lies
+3. the keys' histogram (_topk_bound_count.topk_bound_count_kernel, 2 * BINS bins) over a mapping whose bin 0 lies
    below bin t''s lower edge and whose bins 1 .. 2 * BINS - 2 split the rest up to the top of the
    maxima's bin holding the ceil(k / TILE)-th largest maximum (_bound_mapping), counting
    the keys of bins 1 and up only (one relaxed atomic a key: a few percent of them); the mapping
@@ -45,7 +45,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._topk_digits import _digits, _range, _start, _threshold, _window
+from ._topk_digits import _range, _start, _threshold, _window
 from ._topk_kernels import _compact
 
 TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
@@ -92,6 +92,11 @@ LANES_MIN_STEPS = 8
 # barriers (the prefix sum, and the atomics' addresses and masks converted through shared memory). A
 # tuner axis; COUNT_LANES is then not read.
 COUNT_BALLOT = False
+# Whether the keys' count by a block-wide prefix sum a step (neither COUNT_LANES nor COUNT_BALLOT) makes its
+# atomics and stores by inline PTX on CUDA (_red_add_one, _store_where), so that their operands keep the
+# step's layout: tl.atomic_add and tl.store convert them through shared memory, two of the step's four
+# barriers (cross-compiled for sm_90 at 512 keys and 4 warps: ~200 -> ~150 instructions a step).
+COUNT_INLINE = False
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
@@ -154,193 +159,6 @@ def _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDO
     row = tl.program_id(0)
     lo, hi = _window(row, lo_ptr, hi_ptr, len_ptr, next_n, width, WINDOW)
     return (row, tl.program_id(1), lo, hi, ws_ptr + row * (16 + 2 * BINS_), ws_first_ptr + row * (16 + 2 * BINS_))
-
-
-@triton.jit
-def _red_add_one(addr, pred):
-    """A relaxed atomic add of 1 at each int32 address where pred: inline PTX, an elementwise op, so
-    the operands keep their layout (a dummy 0 out: the caller folds it into a store, so that nothing
-    drops the op)."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.relaxed.gpu.global.add.u32 [$1], 1; mov.u32 $0, 0; }",
-        "=r,l,r", [addr.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _store_where(addr, value, pred):
-    """int32 value to each address where pred (inline PTX, as _red_add_one; a dummy 0 out)."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$1], $3; mov.u32 $0, 0; }",
-        "=r,l,r,r", [addr.to(tl.int64), pred.to(tl.int32), value], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _claim_slots(counter, pred):
-    """Distinct slots, claimed from the int32 at each `counter` address, for the elements where pred: a
-    warp's admitted lanes of this register take one atomic between them (a ballot; the highest admitted
-    lane adds their popcount, the others read the old count by a shuffle and add their rank). Inline PTX,
-    an elementwise op, one register at a time: the slots are distinct whatever the layout puts in a
-    thread. Every lane of the warp must run it (vote.sync and shfl.sync with a full mask): the caller's
-    loop is uniform in the program."""
-    return tl.inline_asm_elementwise(
-        """{
-        .reg .pred p, lead;
-        .reg .b32 bal, below, n, old, last, first;
-        setp.ne.b32 p, $2, 0;
-        vote.sync.ballot.b32 bal, p, 0xffffffff;
-        mov.u32 below, %lanemask_lt;
-        and.b32 below, below, bal;
-        popc.b32 below, below;
-        popc.b32 n, bal;
-        add.u32 last, below, 1;
-        setp.eq.and.u32 lead, last, n, p;
-        mov.u32 old, 0;
-        @lead atom.relaxed.gpu.global.add.u32 old, [$1], n;
-        bfind.u32 last, bal;
-        shfl.sync.idx.b32 first, old, last, 0x1f, 0xffffffff;
-        add.u32 $0, first, below;
-        }""",
-        "=r,l,r", [counter.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, ahead, BLOCK: tl.constexpr,
-                    KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr):
-    """topk_bound_count_kernel's loop with BALLOT_: each admitted key counted and its position stored
-    at a slot claimed from the program's `counter` (_claim_slots with ASM_, else an atomic a key), the
-    first seg_cap of them; the counter ends at the keys the program admitted (more than seg_cap: its
-    segment overflowed, and the compaction reads its chunk). With PREFETCH_ the next step's keys load
-    before this step's claims wait for their atomic (`ahead`: the first step's, loaded by the caller)."""
-    offs = tl.arange(0, BLOCK)
-    at = counter + offs * 0
-    for b0 in range(start, end, BLOCK):
-        t = b0 + offs
-        m = t < end
-        if PREFETCH_:
-            x = ahead
-            ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
-        else:
-            x = tl.load(base + t, mask=m, other=0.0)
-        d1, d2 = _digits(x, m_lo, scale, KB)
-        admitted = m & (d1 > 0)
-        if ASM_:
-            slot = _claim_slots(at, admitted)
-            slot += _red_add_one(hist + d1, admitted)  # (its dummy 0: keeps the op)
-            at += _store_where(seg + slot, t, admitted & (slot < seg_cap))  # (likewise)
-        else:
-            slot = tl.atomic_add(at, 1, mask=admitted, sem="relaxed")
-            tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
-            tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
-
-
-@triton.jit
-def _count_lanes(base, start, end, m_lo, scale, hist, seg, seg_cap, BLOCK: tl.constexpr, KB: tl.constexpr,
-                 ASM_: tl.constexpr, SUB_P2: tl.constexpr):
-    """topk_bound_count_kernel's loop with LANES_, returning the program's segment count: a step as
-    BLOCK // 32 rows of 32 keys, row r's admitted keys to sub-segment r of the segment (sub_cap slots
-    each: seg_cap // rows, at most SUB_P2), then every sub-segment read into registers at once and
-    stored back one after another from the segment's start, which the compaction reads as it reads
-    any segment (so the segment is no larger than without lanes); a count of seg_cap + 1 where a
-    sub-segment overflowed (the compaction then reads its chunk). With ASM_ the loop's atomics and
-    stores are inline PTX."""
-    R: tl.constexpr = BLOCK // 32
-    sub_cap = tl.minimum(seg_cap // R, SUB_P2)
-    lane_rows = tl.arange(0, R)
-    sub = seg + lane_rows[:, None] * sub_cap
-    offs = lane_rows[:, None] * 32 + tl.arange(0, 32)[None, :]
-    n_lane = tl.zeros([R], tl.int32)
-    dummy = tl.zeros([R, 32], tl.int32)
-    for b0 in range(start, end, BLOCK):
-        t = b0 + offs
-        m = t < end
-        d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
-        admitted = m & (d1 > 0)
-        slot = n_lane[:, None] + tl.cumsum(admitted.to(tl.int32), 1) - 1
-        if ASM_:
-            dummy += _red_add_one(hist + d1, admitted)
-            dummy += _store_where(sub + slot, t, admitted & (slot < sub_cap))
-        else:
-            tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
-            tl.store(sub + slot, t, mask=admitted & (slot < sub_cap))
-        n_lane += tl.sum(admitted.to(tl.int32), 1)
-    n_lane += tl.sum(dummy, 1)  # (zero)
-    fill = tl.max(n_lane, 0)
-    first = tl.cumsum(n_lane, 0) - n_lane  # each sub-segment's first slot once packed
-    tl.debug_barrier()  # every thread's sub-segment stores, visible to the threads that read them
-    if fill <= sub_cap:
-        c = tl.arange(0, SUB_P2)[None, :]
-        held = c < n_lane[:, None]
-        pos = tl.load(sub + c, mask=held, other=0, cache_modifier=".cg")
-        tl.debug_barrier()  # every slot read before any is overwritten (a row moves to a lower slot)
-        tl.store(seg + first[:, None] + c, pos, mask=held)
-    return tl.where(fill <= sub_cap, tl.sum(n_lane, 0), seg_cap + 1)
-
-
-@triton.jit
-def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, k_tiles, ws_ptr,
-                            ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr,
-                            BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
-                            SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
-                            LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64,
-                            TRIGGER_: tl.constexpr = False, BALLOT_: tl.constexpr = False):
-    """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
-    the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
-    key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
-    With SEG_, the admitted keys' positions also go to the program's segment (its first seg_cap of
-    them, slots by a prefix sum a block) and their count to counts[row, chunk]. With PREFETCH_, a
-    step's keys are loaded one step ahead (the first before the mapping), so that the load is in
-    flight while the warps meet at the step's prefix sum (COUNT_PREFETCH). With SEG_ and LANES_,
-    the step's rows of 32 keys each fill a sub-segment of at most SUB_P2 slots, packed into one
-    segment at the end (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX). With
-    SEG_ and BALLOT_, each admitted key's slot is claimed from the program's count word, zeroed here
-    first (_count_claiming, COUNT_BALLOT; ASM_: a warp's claims one atomic)."""
-    row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
-                                                BINS_, PDL, TRIGGER_)
-    base = logits_ptr + row.to(tl.int64) * stride_row
-    start = tl.maximum(chunk * chunk_len, lo)
-    end = tl.minimum(chunk * chunk_len + chunk_len, hi)
-    at = row * tl.num_programs(1) + chunk  # this program's segment and count
-    seg = seg_ptr + at.to(tl.int64) * seg_cap
-    n_seg = chunk * 0
-    KB: tl.constexpr = 2 * BINS_
-    if SEG_ and BALLOT_:  # the program's slot counter, zero before any thread claims from it
-        tl.store(counts_ptr + at, n_seg)
-        tl.debug_barrier()
-    if (end > start) & (hi - lo > k):
-        ahead = tl.zeros([BLOCK], tl.float32)  # (read only with PREFETCH_)
-        if PREFETCH_:
-            first = start + tl.arange(0, BLOCK)
-            ahead = tl.load(base + first, mask=first < end, other=0.0)
-        m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
-        # for the compaction, which reads these bits rather than computing them again: a compiler that
-        # fused the mapping's multiply-adds differently there could move a key across a bin edge
-        # between the count and the compaction (every program of the row stores the same bits)
-        tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
-        tl.store(st + 13, scale.to(tl.int32, bitcast=True))
-        if SEG_ and BALLOT_:
-            _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, ahead, BLOCK, KB,
-                            ASM_, PREFETCH_)
-        elif SEG_ and LANES_:
-            n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_, SUB_P2)
-        else:
-            offs = tl.arange(0, BLOCK)
-            for b0 in range(start, end, BLOCK):
-                t = b0 + offs
-                m = t < end
-                if PREFETCH_:
-                    x = ahead
-                    ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
-                else:
-                    x = tl.load(base + t, mask=m, other=0.0)
-                d1, d2 = _digits(x, m_lo, scale, KB)
-                admitted = m & (d1 > 0)
-                tl.atomic_add(st + 16 + d1, 1, mask=admitted, sem="relaxed")
-                if SEG_:
-                    slot = n_seg + tl.cumsum(admitted.to(tl.int32), 0) - 1
-                    tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
-                    n_seg += tl.sum(admitted.to(tl.int32), 0)
-    if SEG_ and not BALLOT_:
-        tl.store(counts_ptr + at, n_seg)
 
 
 @triton.jit

@@ -51,6 +51,11 @@ def bound_kernels():
     return _module("._topk_bound")
 
 
+def bound_count_kernels():
+    """The bound path's keys' count's module (its four forms)."""
+    return _module("._topk_bound_count")
+
+
 def resident_kernels():
     """The one-launch path's module (its programs resident, the row in registers)."""
     return _module("._topk_resident")

@@ -13,8 +13,8 @@ import torch
 from . import _api, _topk_table
 from ._checks import check_tile_maxima
 from ._tables import interpreting
-from ._topk_launch import (WINDOW_LIMIT, _launch_options, _launch_setup, _pdl, _window_args, bound_kernels,
-                           chunk_size, fused_kernels, kernels, resident_kernels, row_kernels, tiles_kernels)
+from ._topk_launch import (WINDOW_LIMIT, _launch_options, _launch_setup, _pdl, _window_args, bound_count_kernels,
+                           bound_kernels, chunk_size, fused_kernels, kernels, resident_kernels, row_kernels, tiles_kernels)
 
 
 def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=(),
@@ -188,7 +188,7 @@ def _lane_rows(s: dict) -> int:
 def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     """The shapes of the bound path's buffers (4-byte elements): its tile maxima, tile counts, and with
     SEGMENTS a segment of positions per program and their counts (none without; with COUNT_LANES the
-    count's sub-segments in it, packed in place: _topk_bound._count_lanes)."""
+    count's sub-segments in it, packed in place: _topk_bound_count._count_lanes)."""
     nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
     chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
     nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
@@ -233,12 +233,14 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     if ballot and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key held by two threads would claim two slots)
         raise ValueError(f"settings: COUNT_BALLOT reads steps of at least 32 keys a warp, got {_count_step(s)} "
                          f"keys and {s['NUM_WARPS']} warps")
-    asm = (lanes > 0 or ballot) and logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
+    cuda = logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
+    asm = (lanes > 0 or ballot) and cuda
+    inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot)
     # (the sub-segments' slots as a power of two: the registers the count packs them through)
     sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
-    launch(bk.topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
+    launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
            MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
-           TRIGGER_=trigger, BALLOT_=ballot, **sub, **dict(consts, BLOCK=_count_step(s)))
+           TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline, **sub, **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],

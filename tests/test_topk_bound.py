@@ -332,7 +332,7 @@ def _random_case(seed: int) -> tuple:
     settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64, 128]), BLOCK=rng.choice([512, 1024]),
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
-                    COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3)
+                    COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3, COUNT_INLINE=rng.random() < 0.3)
     return x, k, lo, hi, settings
 
 

@@ -1,5 +1,6 @@
-"""The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, rows of 32 keys,
-slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound), where the CPU tests cannot
+"""The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, its atomics and stores
+inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound),
+where the CPU tests cannot
 run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the workspace left zero, and the
 launch that served asserted to be the form asked for."""
 
@@ -14,6 +15,7 @@ from test_topk_gpu import _scores_of_kind
 pytestmark = pytest.mark.gpu
 
 COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False},
+          "prefix sums, inline": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_INLINE": True},
           "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
           "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
@@ -51,12 +53,14 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     ws = S.workspace(rows, "cuda")
     settings = dict(COUNTS[count], SEGMENTS=True)
+    S._recorded_launches.clear()  # (else a shape's second test replays the first one's launches, unseen)
     seen = _count_launches(monkeypatch)
 
     def select():
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
     assert select() == "bound"
-    assert seen and all(kw["BALLOT_"] == settings["COUNT_BALLOT"] and kw["ASM_"] == (count != "prefix sums")
+    assert seen and all(kw["BALLOT_"] == settings["COUNT_BALLOT"] and kw["ASM_"] == (count in ("rows", "claimed",
+                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count == "prefix sums, inline")
                         and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
                         for kw in seen), seen
     assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
