@@ -1,8 +1,8 @@
 """The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, its atomics and stores
-inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound),
-where the CPU tests cannot
-run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the workspace left zero, and the
-launch that served asserted to be the form asked for."""
+inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot; columns by position in the
+step, two steps a program at 8 programs an SM and four at 4, on 132 SMs: indexer_logits._topk_bound_count),
+where the CPU tests cannot run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the
+workspace left zero, and the launch that served asserted to be the form asked for."""
 
 import pytest
 import torch
@@ -19,7 +19,9 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False},
           "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
           "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
-          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True}}
+          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True},
+          "columns": {"COUNT_COLUMNS": True, "PROGRAMS_PER_SM": 8},
+          "columns, 4 steps": {"COUNT_COLUMNS": True, "PROGRAMS_PER_SM": 4}}
 
 
 def _count_launches(monkeypatch) -> list:
@@ -59,10 +61,10 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     def select():
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
     assert select() == "bound"
-    assert seen and all(kw["BALLOT_"] == settings["COUNT_BALLOT"] and kw["ASM_"] == (count in ("rows", "claimed",
-                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count == "prefix sums, inline")
+    assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == (count in ("rows", "claimed",
+                        "claimed, 1024 a step", "claimed, ahead", "columns", "columns, 4 steps")) and kw["INLINE_"] == (count == "prefix sums, inline")
                         and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
-                        for kw in seen), seen
+                        and kw["COLS_"] == count.startswith("columns") for kw in seen), seen
     assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -14,6 +14,6 @@ set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_topk_bound_gpu.py > $OUT/call1_gpu_tests.log 2>&1
 echo "tests rc $?"; tail -3 $OUT/call1_gpu_tests.log
-timeout 330 python3 docs/perf_logs/topk_ballot/ballot_ab.py --rounds 4 --out $OUT/call1_ab.json > $OUT/call1_ab.log 2>&1
+timeout 330 python3 docs/perf_logs/topk_ballot/ballot_ab.py --call1 --rounds 4 --out $OUT/call1_ab.json > $OUT/call1_ab.log 2>&1
 echo "ab rc $?"
 cat $OUT/call1_ab.log

@@ -31,6 +31,7 @@ DECODE = ((64, 32768), (1, 1 << 20), (64, 131072), (16, 1 << 18), (32, 16384), (
 PREFILL = ((4096, 65536), (2048, 1 << 20))
 VARIANTS = [("served", {}), ("trigger", {(S, "TRIGGER"): True})]
 BINS_128 = True  # where bound serves a decode case, its settings at 128 bins too (topk_ballot/ballot_ab.py: off)
+EXTRA_BOUND: list = []  # (label, settings over the served ones) where bound serves a decode case (ballot_ab.py's)
 
 
 def decode(rounds: int, result: dict) -> None:
@@ -47,6 +48,8 @@ def decode(rounds: int, result: dict) -> None:
         variants = list(VARIANTS)
         if served[0] == "bound" and BINS_128:  # the maxima's round and the keys' histogram at 128 / 256 bins (the space: 32, 64)
             variants.append(("bins 128", {(S, "SERVING"): ("bound", dict(served[1] or {}, BINS=128))}))
+        if served[0] == "bound":
+            variants += [(label, {(S, "SERVING"): ("bound", dict(served[1] or {}, **over))}) for label, over in EXTRA_BOUND]
         for label, settings in variants:
             fns[label] = under(settings, lambda: K.fp8_paged_mqa_topk(*args, K_, out=idx))
             bad[label] = mismatched_rows(fns[label]().clone(), logits, torch.zeros_like(hi), hi, K_)
