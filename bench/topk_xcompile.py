@@ -98,13 +98,6 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         # and its count by a prefix sum a step with its atomics and stores by inline PTX (COUNT_INLINE)
         ("bound: count, atomics and stores inline (SEGMENTS)", BC.topk_bound_count_kernel,
          {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "INLINE_": True}, w),
-        # and its count writing columns by position in the step (COUNT_COLUMNS), and the compaction reading them
-        # at two and four steps a program
-        ("bound: count, columns (SEGMENTS)", BC.topk_bound_count_kernel,
-         {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "COLS_": True, "ASM_": True}, w),
-        *((f"bound: compaction, columns of {st} steps (SEGMENTS)", B.topk_bound_compact_kernel,
-           {**common, **compact, "BLOCK": st * S.BLOCK, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": True,
-            "COL_": S.BLOCK}, w) for st in (2, 4)),
         # and its count letting the compaction launch at its start (TRIGGER: griddepcontrol.launch_dependents)
         ("bound: count, triggering its dependent (SEGMENTS)", BC.topk_bound_count_kernel,
          {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "TRIGGER_": True}, w),

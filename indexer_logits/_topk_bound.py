@@ -90,23 +90,17 @@ LANES_MIN_STEPS = 8
 # key. The segment's order is the claims' (the compaction reads a segment in any order). Cross-compiled
 # for sm_90 at 512 keys a step and 4 warps, the step without it is ~200 instructions a warp and four
 # barriers (the prefix sum, and the atomics' addresses and masks converted through shared memory). A
-# tuner axis; COUNT_LANES is then not read.
+# tuner axis (an H100, end to end: 1 x 1M 74.4 -> 71.9 us, where few warps claim; 2.6-9 us lost at 64 x
+# 32K, 64 x 128K and 16 x 256K, where an answering atomic a step costs more than the barriers it spares:
+# docs/perf_logs/topk_ballot, call 1); COUNT_LANES is then not read.
 COUNT_BALLOT = False
-# Whether the keys' count (with SEGMENTS) writes its admitted keys as columns: the j-th key admitted at
-# position o of its steps to slot j * step + o of a segment of the program's steps x step slots, each
-# position's count beside it, so that a step has no prefix sum, no claim, no barrier and no atomic that
-# answers (_topk_bound_count._count_columns); the compaction reads the columns as one tensor of their
-# steps (as a power of two) x step slots, so they serve only where a program reads at most
-# COLUMNS_MAX_STEPS steps (else this setting is not read). A segment then holds every key its program
-# admits (it never overflows) in 4 bytes a key of its chunk: the logits' size again, which a prefill
-# block's scratch budget would pay for in rows. A tuner axis; COUNT_BALLOT and COUNT_LANES are not read.
-COUNT_COLUMNS = False
-COLUMNS_MAX_STEPS = 4
 # Whether the keys' count by a block-wide prefix sum a step (neither COUNT_LANES nor COUNT_BALLOT) makes its
 # atomics and stores by inline PTX on CUDA (_red_add_one, _store_where), so that their operands keep the
 # step's layout: tl.atomic_add and tl.store convert them through shared memory, two of the step's four
-# barriers (cross-compiled for sm_90 at 512 keys and 4 warps: ~200 -> ~150 instructions a step).
-COUNT_INLINE = False
+# barriers (cross-compiled for sm_90 at 512 keys and 4 warps: ~200 -> ~150 instructions a step). On: an
+# H100, end to end, 64 x 32K 127.5 -> 126.1 us, 1 x 1M 74.3 -> 73.2, 32 x 16K 49.8 -> 49.4, level where it
+# is not read (docs/perf_logs/topk_ballot, call 2).
+COUNT_INLINE = True
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
@@ -178,13 +172,11 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
                               WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                               WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
                               RANK_TILE_: tl.constexpr, PDL: tl.constexpr,
-                              SEG_: tl.constexpr = False, COL_: tl.constexpr = 0):
+                              SEG_: tl.constexpr = False):
     """Step 4: the four kernels' compaction (_topk_kernels._compact) with the one histogram: bin 0
     read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k.
     With SEG_, a program reads its segment in place of its chunk where the segment holds every key
-    the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there).
-    With COL_ (the count's step), the segment is the count's columns (seg_cap slots, every admitted key
-    in them) and counts[row, chunk, :COL_] their heights, read as one BLOCK of slots."""
+    the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     # the count's mapping, bit for bit (zero where the row holds at most k keys: all of them taken then)
@@ -201,12 +193,9 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     at = row * tl.num_programs(1) + chunk
     n_seg = at * 0
     if SEG_:
-        if COL_ > 0:
-            n_seg = seg_cap + at * 0
-        else:
-            n_seg = tl.load(counts_ptr + at)
+        n_seg = tl.load(counts_ptr + at)
     _compact(logits_ptr + row.to(tl.int64) * stride_row, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_,
              out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
              BLOCK, KP, CAP_, WRITE_VALUES, KB, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
              ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
-             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_, col_counts=counts_ptr + at * COL_, COL_=COL_)
+             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_)

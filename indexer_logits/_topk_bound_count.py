@@ -3,7 +3,7 @@ digit over the bound's mapping, the keys of bin 1 and up counted, and with SEGME
 written for the compaction, in one of four forms (_topk_bound's settings say which): a block-wide
 prefix sum a step (its atomics and stores by inline PTX or not: COUNT_INLINE), rows of 32 keys a
 sub-segment each (COUNT_LANES), slots claimed from a counter by a warp's ballot (COUNT_BALLOT), or
-columns by position in the step (COUNT_COLUMNS); columns first, then claims, then rows."""
+columns by position in the step (COUNT_COLUMNS)."""
 
 from __future__ import annotations
 
@@ -134,37 +134,13 @@ def _count_lanes(base, start, end, m_lo, scale, hist, seg, seg_cap, BLOCK: tl.co
 
 
 @triton.jit
-def _count_columns(base, start, end, m_lo, scale, hist, seg, BLOCK: tl.constexpr, KB: tl.constexpr,
-                   ASM_: tl.constexpr):
-    """topk_bound_count_kernel's loop with COLS_, returning each step position's count of admitted keys: the
-    j-th key admitted at position o of the steps goes to slot j * BLOCK + o of the segment (never more
-    than the program's steps of them), so a step needs no prefix sum, no claim and no barrier. With ASM_
-    its atomics and stores are inline PTX (their operands keep the step's layout)."""
-    offs = tl.arange(0, BLOCK)
-    n_pos = tl.zeros([BLOCK], tl.int32)
-    for b0 in range(start, end, BLOCK):
-        t = b0 + offs
-        m = t < end
-        d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
-        admitted = m & (d1 > 0)
-        if ASM_:
-            _red_add_one(hist + d1, admitted)
-            _store_where(seg + n_pos * BLOCK + offs, t, admitted)
-        else:
-            tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
-            tl.store(seg + n_pos * BLOCK + offs, t, mask=admitted)
-        n_pos += admitted.to(tl.int32)
-    return n_pos
-
-
-@triton.jit
 def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, k_tiles, ws_ptr,
                             ws_first_ptr, chunk_len, seg_ptr, seg_cap, counts_ptr, WINDOW: tl.constexpr,
                             BLOCK: tl.constexpr, BINS_: tl.constexpr, MARGIN_: tl.constexpr, PDL: tl.constexpr,
                             SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
                             LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64,
                             TRIGGER_: tl.constexpr = False, BALLOT_: tl.constexpr = False,
-                            INLINE_: tl.constexpr = False, COLS_: tl.constexpr = False):
+                            INLINE_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
@@ -176,9 +152,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     segment at the end (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX). With
     SEG_ and BALLOT_, each admitted key's slot is claimed from the program's count word, zeroed here
     first (_count_claiming, COUNT_BALLOT; ASM_: a warp's claims one atomic). With INLINE_ (neither LANES_
-    nor BALLOT_), the prefix sum's step makes its atomics and stores by inline PTX (COUNT_INLINE). With
-    SEG_ and COLS_, the admitted keys go to columns by their position in the step, and each position's
-    count to counts[row, chunk, :BLOCK] (_count_columns, COUNT_COLUMNS)."""
+    nor BALLOT_), the prefix sum's step makes its atomics and stores by inline PTX (COUNT_INLINE)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL, TRIGGER_)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -188,8 +162,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     seg = seg_ptr + at.to(tl.int64) * seg_cap
     n_seg = chunk * 0
     KB: tl.constexpr = 2 * BINS_
-    n_pos = tl.zeros([BLOCK], tl.int32)  # (COLS_: each position's keys admitted)
-    if SEG_ and BALLOT_ and not COLS_:  # the program's slot counter, zero before any thread claims from it
+    if SEG_ and BALLOT_:  # the program's slot counter, zero before any thread claims from it
         tl.store(counts_ptr + at, n_seg)
         tl.debug_barrier()
     if (end > start) & (hi - lo > k):
@@ -203,9 +176,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         # between the count and the compaction (every program of the row stores the same bits)
         tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
-        if SEG_ and COLS_:
-            n_pos = _count_columns(base, start, end, m_lo, scale, st + 16, seg, BLOCK, KB, ASM_)
-        elif SEG_ and BALLOT_:
+        if SEG_ and BALLOT_:
             _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, ahead, BLOCK, KB,
                             ASM_, PREFETCH_)
         elif SEG_ and LANES_:
@@ -233,7 +204,5 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                     else:
                         tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
                     n_seg += tl.sum(admitted.to(tl.int32), 0)
-    if SEG_ and COLS_:
-        tl.store(counts_ptr + at * BLOCK + tl.arange(0, BLOCK), n_pos)
-    elif SEG_ and not BALLOT_:
+    if SEG_ and not BALLOT_:
         tl.store(counts_ptr + at, n_seg)

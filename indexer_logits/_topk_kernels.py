@@ -207,15 +207,14 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
              BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
              lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False, seg=None, n_seg=0,
-             from_seg=False, SEG_: tl.constexpr = False, col_counts=None, COL_: tl.constexpr = 0):
+             from_seg=False, SEG_: tl.constexpr = False):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
     thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
     as keys (_out_key) and the row's last program zeroes `st_first` too. With ONE_ROUND_ (the bound
     path, indexer_logits._topk_bound: one histogram) the thresholds are t1 alone: the scores above
     bin t1 are taken, bin t1's are the candidates (t2 is -1), and `st_first` is zeroed too. With
     SEG_ and `from_seg`, the chunk's keys that can be taken or be candidates are the n_seg positions
-    at `seg` (the bound path's segments), read in place of the chunk; with COL_, the segment's slot
-    j * COL_ + o holds a key where j is below col_counts[o] (the count's columns). With ONE_ROUND_, the digits'
+    at `seg` (the bound path's segments), read in place of the chunk. With ONE_ROUND_, the digits'
     BINS_ are twice the states' (the bound path's keys' one histogram spans both of the state's
     histograms), so both states are zeroed as laid out for BINS_ // 2."""
     start = tl.maximum(chunk * chunk_len, lo)
@@ -228,8 +227,6 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
         t = b0 + offs
         m = t < end
         if SEG_:
-            if COL_ > 0:  # (a column's slots above its height hold nothing)
-                m = m & ((t // COL_ < tl.load(col_counts + t % COL_, mask=m & from_seg, other=0)) | (not from_seg))
             t = tl.where(from_seg, tl.load(seg + t, mask=m & from_seg, other=0), t)
         x = tl.load(base + t, mask=m, other=0.0)
         d1, d2 = _digits(x, m_lo, scale, BINS_)

@@ -173,20 +173,10 @@ def _count_step(s: dict) -> int:
     return s["COUNT_STEP"] or s["BLOCK"]
 
 
-def _column_steps(rows: int, width: int, s: dict) -> int:
-    """COUNT_COLUMNS's steps a program (_topk_bound_count._count_columns), as a power of two (the compaction
-    reads that many rows of its columns at once); 0 where the count does not write columns (off, no
-    SEGMENTS, or more than COLUMNS_MAX_STEPS steps a program)."""
-    if not (s["COUNT_COLUMNS"] and s["SEGMENTS"]):
-        return 0
-    steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
-    return 1 << (steps - 1).bit_length() if steps <= bound_kernels().COLUMNS_MAX_STEPS else 0
-
-
 def _lane_rows(s: dict) -> int:
     """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS: a step's
     rows of 32 keys), else 0: its segment's slots (a multiple of 64) split evenly among at most 64."""
-    if not (s["COUNT_LANES"] and s["SEGMENTS"]) or s["COUNT_BALLOT"] or s["COUNT_COLUMNS"]:
+    if not (s["COUNT_LANES"] and s["SEGMENTS"]) or s["COUNT_BALLOT"]:
         return 0
     step = _count_step(s)
     if step > 2048:
@@ -202,9 +192,6 @@ def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
     chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
     nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
-    if _column_steps(rows, width, s):  # (a column a position of the count's step, as tall as its steps)
-        step = _count_step(s)
-        return (rows, nt), (rows,), (rows, nch, -(-chunk // step) * step), (rows, nch, step)
     cap = bound_kernels().seg_cap(k, width, chunk) if nch else 0
     lanes = _lane_rows(s)
     if lanes and cap % lanes:  # (chunks are whole blocks of at least 256 keys: never, but never silently)
@@ -242,26 +229,23 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            TRIGGER_=trigger, **consts)
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
-    cols = _column_steps(*logits.shape, s)
-    ballot = bool(s["COUNT_BALLOT"] and s["SEGMENTS"]) and not cols
+    ballot = bool(s["COUNT_BALLOT"] and s["SEGMENTS"])
     if ballot and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key held by two threads would claim two slots)
         raise ValueError(f"settings: COUNT_BALLOT reads steps of at least 32 keys a warp, got {_count_step(s)} "
                          f"keys and {s['NUM_WARPS']} warps")
     cuda = logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
-    asm = (lanes > 0 or ballot or cols > 0) and cuda
-    inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot or cols)
+    asm = (lanes > 0 or ballot) and cuda
+    inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot)
     # (the sub-segments' slots as a power of two: the registers the count packs them through)
     sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
     launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
            MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
-           TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline, COLS_=cols > 0, **sub,
-           **dict(consts, BLOCK=_count_step(s)))
+           TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline, **sub, **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
-           SEG_=s["SEGMENTS"], COL_=_count_step(s) if cols else 0,
-           **dict(consts, BLOCK=cols * _count_step(s) if cols else s["BLOCK"]))
+           SEG_=s["SEGMENTS"], **consts)
 
 
 def _resident_chunk(rows: int, width: int, s: dict, device) -> Optional[int]:

@@ -28,21 +28,19 @@ def _clean_runtime(clean_runtime):
 
 
 @pytest.fixture(params=[(False, False, False, False), (True, False, False, False), (True, True, False, False),
-                        (True, False, True, False), (True, False, False, True), (True, True, False, True),
-                        (True, False, False, "columns")],
-                ids=["chunks", "segments", "prefetch", "lanes", "ballot", "ballot-prefetch", "columns"])
+                        (True, False, True, False), (True, False, False, True), (True, True, False, True)],
+                ids=["chunks", "segments", "prefetch", "lanes", "ballot", "ballot-prefetch"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
     count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a
     sub-segment a row of 32 keys of a step (COUNT_LANES), or claiming its slots from a counter
-    (COUNT_BALLOT), or writing columns by position in the step (COUNT_COLUMNS), or none of these."""
+    (COUNT_BALLOT), or none of these."""
     seg, ahead, lanes, ballot = request.param
     monkeypatch.setattr(B, "SEGMENTS", seg)
     monkeypatch.setattr(B, "COUNT_PREFETCH", ahead)
     monkeypatch.setattr(B, "COUNT_STEP", 1024 if ahead else 0)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
-    monkeypatch.setattr(B, "COUNT_BALLOT", ballot is True)
-    monkeypatch.setattr(B, "COUNT_COLUMNS", ballot == "columns")
+    monkeypatch.setattr(B, "COUNT_BALLOT", ballot)
     return seg
 
 
@@ -184,49 +182,6 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, monkeyp
         assert counts.sum(1).tolist() == counted
         assert int(counts.max()) > cap  # some program overflowed its segment
     idx, val = _select(x, k, lo, hi, path="bound")
-    assert_same_topk(idx, val, x, k, lo, hi)
-
-
-@needs_interpreter
-@pytest.mark.parametrize("programs_per_sm, steps", [(8, 2), (16, 1), (1, 10)])
-def test_columns_hold_every_admitted_key_by_position(programs_per_sm, steps, monkeypatch):
-    """COUNT_COLUMNS: the key admitted j-th at position o of a program's steps is at slot j * step + o of its
-    segment, each position's count beside it (their sum the keys' histogram's), every slot under a
-    column's height a key of its chunk at that position, in step order; the answer is torch's. A program
-    of more than COLUMNS_MAX_STEPS steps (10 here, on the interpreter's 4 SMs) takes the prefix sum's
-    count instead, with its segment shapes."""
-    monkeypatch.setattr(B, "SEGMENTS", True)
-    monkeypatch.setattr(B, "COUNT_COLUMNS", True)
-    columns = steps <= B.COLUMNS_MAX_STEPS
-    kept = []
-    real = S._bound_scratch
-    monkeypatch.setattr(S, "_bound_scratch", lambda *a, **kw: kept.append(real(*a, **kw)) or kept[-1])
-    rows, width, k = 3, 10240, 256
-    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(7))
-    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
-    lo[1], hi[2] = 300, width - 77
-    settings = {"PROGRAMS_PER_SM": programs_per_sm}
-    counted = _keys_counted(x, k, lo, hi, settings, monkeypatch)
-    seg, counts = kept[-1][2], kept[-1][3]
-    step, chunk = S.BLOCK, chunk_size(rows, width, S.BLOCK, programs_per_sm)
-    if not columns:
-        assert counts.dim() == 2 and counts.sum(1).tolist() == counted
-    else:
-        assert counts.shape == (rows, -(-width // chunk), step) and seg.shape[2] == -(-chunk // step) * step
-        assert chunk // step == steps  # (the shapes this test means to cover)
-        assert counts.sum((1, 2)).tolist() == counted
-        for r in range(rows):
-            for c in range(counts.shape[1]):
-                first = max(c * chunk, int(lo[r]))  # the program's first key: its steps start there
-                for o in range(step):
-                    got = seg[r, c, o:int(counts[r, c, o]) * step:step].long()
-                    assert bool(((got - first) % step == o).all()) and bool((got[1:] > got[:-1]).all())
-                    assert bool(((got >= first) & (got < min((c + 1) * chunk, int(hi[r])))).all())
-    assert chunk // step == steps
-    ws = S.workspace(rows, "cpu")
-    idx, val = torch.full((rows, k), 7, dtype=torch.int32), torch.full((rows, k), 7.0)
-    assert S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path="bound", settings=settings) == "bound"
-    assert int(ws.abs().sum()) == 0
     assert_same_topk(idx, val, x, k, lo, hi)
 
 
@@ -377,8 +332,7 @@ def _random_case(seed: int) -> tuple:
     settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64, 128]), BLOCK=rng.choice([512, 1024]),
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
-                    COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3, COUNT_INLINE=rng.random() < 0.3,
-                    COUNT_COLUMNS=rng.random() < 0.3)
+                    COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3, COUNT_INLINE=rng.random() < 0.3)
     return x, k, lo, hi, settings
 
 

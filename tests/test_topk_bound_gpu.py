@@ -1,6 +1,5 @@
 """The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, its atomics and stores
-inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot; columns by position in the
-step, two steps a program at 8 programs an SM and four at 4, on 132 SMs: indexer_logits._topk_bound_count),
+inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound_count),
 where the CPU tests cannot run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the
 workspace left zero, and the launch that served asserted to be the form asked for."""
 
@@ -14,14 +13,12 @@ from test_topk_gpu import _scores_of_kind
 
 pytestmark = pytest.mark.gpu
 
-COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False},
+COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_INLINE": False},
           "prefix sums, inline": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_INLINE": True},
           "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
           "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
-          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True},
-          "columns": {"COUNT_COLUMNS": True, "PROGRAMS_PER_SM": 8},
-          "columns, 4 steps": {"COUNT_COLUMNS": True, "PROGRAMS_PER_SM": 4}}
+          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True}}
 
 
 def _count_launches(monkeypatch) -> list:
@@ -62,9 +59,9 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
     assert select() == "bound"
     assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == (count in ("rows", "claimed",
-                        "claimed, 1024 a step", "claimed, ahead", "columns", "columns, 4 steps")) and kw["INLINE_"] == (count == "prefix sums, inline")
+                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count == "prefix sums, inline")
                         and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
-                        and kw["COLS_"] == count.startswith("columns") for kw in seen), seen
+                        for kw in seen), seen
     assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -1,14 +1,14 @@
 """The bound path's keys' count in other forms against the count as served (a block-wide prefix sum a step, or
 rows of 32 keys where the table or lanes_for says): claiming its segment slots from a counter (call 1,
 COUNT_BALLOT: a warp's admitted keys of a register take one atomic, no prefix sum, no barrier in the loop);
-its prefix sum's atomics and stores by inline PTX (call 2, COUNT_INLINE); columns by position in the step
-(call 2, COUNT_COLUMNS: no prefix sum, no claim, no barrier), end to end: decode
+its prefix sum's atomics and stores by inline PTX (call 2, COUNT_INLINE: off by default then, as served now,
+against off), end to end: decode
 logits + top-k in CUDA graphs of 4 calls and the ragged prefill top-k eagerly, alternated in one process with
 the logits alone, every variant's answer checked first (topk_trigger/trigger_ab.py's cases and checks).
 
     python3 docs/perf_logs/topk_ballot/ballot_ab.py [--call1] [--rounds 4] [--skip-prefill] [--out FILE]
 
-(--call1: call 1's variants, the claimed slots; else call 2's, the inline atomics and the columns.)
+(--call1: call 1's variants, the claimed slots; else call 2's, the inline atomics.)
 """
 
 import sys
@@ -24,10 +24,12 @@ T.BINS_128 = False
 CALL1 = [("served", {}), ("claimed", {(B, "COUNT_BALLOT"): True}),
          ("claimed, 1024 a step", {(B, "COUNT_BALLOT"): True, (B, "COUNT_STEP"): 1024}),
          ("claimed, ahead", {(B, "COUNT_BALLOT"): True, (B, "COUNT_PREFETCH"): True})]
-# call 2: the prefix sum's atomics and stores inline, and columns (at the served programs an SM, and at 16: two
-# steps a program at 64 x 32K, where 8 give four and the compaction's 150 registers), beside 16 alone
-CALL2 = [("served", {}), ("inline", {(B, "COUNT_INLINE"): True}), ("columns", {(B, "COUNT_COLUMNS"): True})]
-CALL2_BOUND = [("16 an SM", {"PROGRAMS_PER_SM": 16}), ("columns, 16 an SM", {"PROGRAMS_PER_SM": 16, "COUNT_COLUMNS": True})]
+# call 2: the prefix sum's atomics and stores inline, beside 16 programs an SM; the call also timed columns
+# (COUNT_COLUMNS, at the served programs an SM and at 16), refuted and reverted: it ran at commit 7a99330,
+# where this list held ("columns", {(B, "COUNT_COLUMNS"): True}) and CALL2_BOUND ("columns, 16 an SM",
+# {"PROGRAMS_PER_SM": 16, "COUNT_COLUMNS": True})
+CALL2 = [("served", {}), ("not inline", {(B, "COUNT_INLINE"): False})]
+CALL2_BOUND = [("16 an SM", {"PROGRAMS_PER_SM": 16})]
 
 if __name__ == "__main__":
     call1 = "--call1" in sys.argv
