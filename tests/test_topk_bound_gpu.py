@@ -1,7 +1,8 @@
 """The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, its atomics and stores
 inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound_count),
+and the compaction's atomics and stores inline or not (COMPACT_INLINE),
 where the CPU tests cannot run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the
-workspace left zero, and the launch that served asserted to be the form asked for."""
+workspace left zero, and the launch that served asserted to be the form asked for; the scores written beside the indices."""
 
 import pytest
 import torch
@@ -18,17 +19,18 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
           "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
-          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True}}
+          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True},
+          "compaction inline": {"COMPACT_INLINE": True}}
 
 
-def _count_launches(monkeypatch) -> list:
-    """The keyword arguments of every keys' count launched from here on (recorded or not)."""
+def _count_launches(monkeypatch, kernel: str = "topk_bound_count_kernel") -> list:
+    """The keyword arguments of every launch of `kernel` from here on (recorded or not)."""
     seen, real = [], S._recorded_launches.run
 
     def run(tag, inputs, scalars, launches, out_index):
         def spied(launch):
             def one(fn, grid, *args, **kw):
-                if fn.fn.__name__ == "topk_bound_count_kernel":
+                if fn.fn.__name__ == kernel:
                     seen.append(kw)
                 return launch(fn, grid, *args, **kw)
             return launches(one)
@@ -50,19 +52,27 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     hi = torch.randint(k, width + 1, (rows,), dtype=torch.int32, device="cuda", generator=g)
     hi[0] = width
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    val = torch.empty(rows, k, device="cuda")
     ws = S.workspace(rows, "cuda")
     settings = dict(COUNTS[count], SEGMENTS=True)
     S._recorded_launches.clear()  # (else a shape's second test replays the first one's launches, unseen)
     seen = _count_launches(monkeypatch)
+    compactions = _count_launches(monkeypatch, "topk_bound_compact_kernel")
 
     def select():
-        return S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
+        return S.select_rows(x, k, S.WINDOW_LIMIT, idx, val, ws, lens=hi, path="bound", settings=settings)
+
+    def exact() -> bool:
+        want = torch.where(idx >= 0, x.gather(1, idx.clamp(min=0).long()), torch.full_like(val, float("-inf")))
+        return mismatched_rows(idx, x, lo, hi, k) == 0 and torch.equal(val, want) and int(ws.abs().sum()) == 0
     assert select() == "bound"
     assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == (count in ("rows", "claimed",
-                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count == "prefix sums, inline")
+                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count in ("prefix sums, inline",
+                        "compaction inline"))
                         and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
                         for kw in seen), seen
-    assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
+    assert compactions and all(kw["INLINE_"] == (count == "compaction inline") for kw in compactions), compactions
+    assert exact()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         select()
@@ -71,4 +81,4 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
         idx.fill_(-7)
         graph.replay()
         torch.cuda.synchronize()
-        assert mismatched_rows(idx, x, lo, hi, k) == 0 and int(ws.abs().sum()) == 0
+        assert exact()

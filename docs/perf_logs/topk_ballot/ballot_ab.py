@@ -2,13 +2,15 @@
 rows of 32 keys where the table or lanes_for says): claiming its segment slots from a counter (call 1,
 COUNT_BALLOT: a warp's admitted keys of a register take one atomic, no prefix sum, no barrier in the loop);
 its prefix sum's atomics and stores by inline PTX (call 2, COUNT_INLINE: off by default then, as served now,
-against off), end to end: decode
+against off); the compaction's too (call 3, COMPACT_INLINE), end to end: decode
 logits + top-k in CUDA graphs of 4 calls and the ragged prefill top-k eagerly, alternated in one process with
 the logits alone, every variant's answer checked first (topk_trigger/trigger_ab.py's cases and checks).
 
-    python3 docs/perf_logs/topk_ballot/ballot_ab.py [--call1] [--rounds 4] [--skip-prefill] [--out FILE]
+    python3 docs/perf_logs/topk_ballot/ballot_ab.py [--call1 | --call2 | --call3] [--rounds 4] [--skip-prefill]
+        [--out FILE]
 
-(--call1: call 1's variants, the claimed slots; else call 2's, the inline atomics.)
+(--call1: call 1's variants, the claimed slots; --call2 (the default): the count's inline atomics; --call3: the
+compaction's.)
 """
 
 import sys
@@ -30,10 +32,12 @@ CALL1 = [("served", {}), ("claimed", {(B, "COUNT_BALLOT"): True}),
 # {"PROGRAMS_PER_SM": 16, "COUNT_COLUMNS": True})
 CALL2 = [("served", {}), ("not inline", {(B, "COUNT_INLINE"): False})]
 CALL2_BOUND = [("16 an SM", {"PROGRAMS_PER_SM": 16})]
+# call 3: the compaction's atomics and stores inline (COMPACT_INLINE)
+CALL3 = [("served", {}), ("compaction inline", {(B, "COMPACT_INLINE"): True})]
 
 if __name__ == "__main__":
-    call1 = "--call1" in sys.argv
-    sys.argv = [a for a in sys.argv if a not in ("--against-off", "--call1")]  # (trigger_ab's own: not these)
-    T.VARIANTS[:] = CALL1 if call1 else CALL2
-    T.EXTRA_BOUND[:] = [] if call1 else CALL2_BOUND
+    call = next((a for a in sys.argv if a in ("--call1", "--call2", "--call3")), "--call2")
+    sys.argv = [a for a in sys.argv if a not in ("--against-off", "--call1", "--call2", "--call3")]  # (not trigger_ab's)
+    T.VARIANTS[:] = {"--call1": CALL1, "--call2": CALL2, "--call3": CALL3}[call]
+    T.EXTRA_BOUND[:] = CALL2_BOUND if call == "--call2" else []
     sys.exit(T.main())

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import indexer_logits as K  # noqa: E402
 from bench.topk import best_alternated, graph_us  # noqa: E402
-from indexer_logits._topk_bound_count import _red_add_one, _store_where  # noqa: E402
+from indexer_logits._topk_ptx import _red_add_one, _store_where  # noqa: E402
 from indexer_logits._topk_digits import _digits  # noqa: E402
 from indexer_logits._topk_launch import chunk_size  # noqa: E402
 from tuner.inputs import make_decode_inputs, make_prefill_inputs  # noqa: E402
