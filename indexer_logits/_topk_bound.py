@@ -103,8 +103,10 @@ COUNT_BALLOT = False
 COUNT_INLINE = True
 # Whether the compaction's per-score slot atomics and its stores are inline PTX on CUDA (_topk_ptx:
 # _claim_where, _store_where, _store64_where), for the same reason: cross-compiled for sm_90, its step
-# converts masks, addresses and values through shared memory behind ~8 barriers.
-COMPACT_INLINE = False
+# converts masks, addresses and values through shared memory behind ~8 barriers, none with it. On by
+# default before it was timed (predicted -0.5 to -2 us at the decode shapes: docs/perf_logs/topk_ballot,
+# call 3, which times it against off).
+COMPACT_INLINE = True
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096

@@ -20,7 +20,7 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
           "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
           "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True},
-          "compaction inline": {"COMPACT_INLINE": True}}
+          "compaction not inline": {"COMPACT_INLINE": False}}
 
 
 def _count_launches(monkeypatch, kernel: str = "topk_bound_count_kernel") -> list:
@@ -68,10 +68,10 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     assert select() == "bound"
     assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == (count in ("rows", "claimed",
                         "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count in ("prefix sums, inline",
-                        "compaction inline"))
+                        "compaction not inline"))
                         and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
                         for kw in seen), seen
-    assert compactions and all(kw["INLINE_"] == (count == "compaction inline") for kw in compactions), compactions
+    assert compactions and all(kw["INLINE_"] == (count != "compaction not inline") for kw in compactions), compactions
     assert exact()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -32,8 +32,8 @@ CALL1 = [("served", {}), ("claimed", {(B, "COUNT_BALLOT"): True}),
 # {"PROGRAMS_PER_SM": 16, "COUNT_COLUMNS": True})
 CALL2 = [("served", {}), ("not inline", {(B, "COUNT_INLINE"): False})]
 CALL2_BOUND = [("16 an SM", {"PROGRAMS_PER_SM": 16})]
-# call 3: the compaction's atomics and stores inline (COMPACT_INLINE)
-CALL3 = [("served", {}), ("compaction inline", {(B, "COMPACT_INLINE"): True})]
+# call 3: the compaction's atomics and stores inline (COMPACT_INLINE, on by default from call 3) against off
+CALL3 = [("served", {}), ("compaction not inline", {(B, "COMPACT_INLINE"): False})]
 
 if __name__ == "__main__":
     call = next((a for a in sys.argv if a in ("--call1", "--call2", "--call3")), "--call2")
