@@ -101,9 +101,9 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         # and its count letting the compaction launch at its start (TRIGGER: griddepcontrol.launch_dependents)
         ("bound: count, triggering its dependent (SEGMENTS)", BC.topk_bound_count_kernel,
          {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "TRIGGER_": True}, w),
-        *((f"bound: compaction{' (SEGMENTS)' if g else ''}{', inline' if i else ''}", B.topk_bound_compact_kernel,
-           {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g, "INLINE_": i}, w)
-          for g, i in ((False, False), (True, False), (True, True))),
+        *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
+           {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
+          for g in (False, True)),
         # the resident path: one kernel at each of the tuner's settings (tuner.topk_tune.space), its chunk
         # read a step a phase or held in registers (a chunk of one step)
         *((f"resident: {st} a step, {wr} warps{', held' if hold else ''}", RS.topk_resident_kernel,

@@ -101,12 +101,6 @@ COUNT_BALLOT = False
 # H100, end to end, 64 x 32K 127.5 -> 126.1 us, 1 x 1M 74.3 -> 73.2, 32 x 16K 49.8 -> 49.4, level where it
 # is not read (docs/perf_logs/topk_ballot, call 2).
 COUNT_INLINE = True
-# Whether the compaction's per-score slot atomics and its stores are inline PTX on CUDA (_topk_ptx:
-# _claim_where, _store_where, _store64_where), for the same reason: cross-compiled for sm_90, its step
-# converts masks, addresses and values through shared memory behind ~8 barriers, none with it. On by
-# default before it was timed (predicted -0.5 to -2 us at the decode shapes: docs/perf_logs/topk_ballot,
-# call 3, which times it against off).
-COMPACT_INLINE = True
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
@@ -178,12 +172,11 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
                               WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                               WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
                               RANK_TILE_: tl.constexpr, PDL: tl.constexpr,
-                              SEG_: tl.constexpr = False, INLINE_: tl.constexpr = False):
+                              SEG_: tl.constexpr = False):
     """Step 4: the four kernels' compaction (_topk_kernels._compact) with the one histogram: bin 0
     read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k.
     With SEG_, a program reads its segment in place of its chunk where the segment holds every key
-    the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there).
-    With INLINE_, its slots' atomics and its stores are inline PTX (COMPACT_INLINE)."""
+    the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     # the count's mapping, bit for bit (zero where the row holds at most k keys: all of them taken then)
@@ -205,4 +198,4 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
              out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
              BLOCK, KP, CAP_, WRITE_VALUES, KB, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
              ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
-             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_, INLINE_=INLINE_)
+             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_)

@@ -35,7 +35,6 @@ from triton.language.extra import cuda as tl_cuda
 
 from ._topk_digits import (_digits, _fit, _in_bin, _key, _key_range, _mapping, _publish_range, _range, _range_keys,
                            _rounds, _score, _start, _threshold, _window, _zero_state)
-from ._topk_ptx import _claim_where, _store64_where, _store_where
 
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
@@ -208,7 +207,7 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
              BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
              lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False, seg=None, n_seg=0,
-             from_seg=False, SEG_: tl.constexpr = False, INLINE_: tl.constexpr = False):
+             from_seg=False, SEG_: tl.constexpr = False):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
     thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
     as keys (_out_key) and the row's last program zeroes `st_first` too. With ONE_ROUND_ (the bound
@@ -217,8 +216,7 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
     SEG_ and `from_seg`, the chunk's keys that can be taken or be candidates are the n_seg positions
     at `seg` (the bound path's segments), read in place of the chunk. With ONE_ROUND_, the digits'
     BINS_ are twice the states' (the bound path's keys' one histogram spans both of the state's
-    histograms), so both states are zeroed as laid out for BINS_ // 2. With INLINE_ (CUDA) the per-score
-    slots' atomics and the stores are inline PTX (indexer_logits._topk_ptx)."""
+    histograms), so both states are zeroed as laid out for BINS_ // 2."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     if SEG_:  # (the loop then runs over the segment's slots, each read for its key)
@@ -250,14 +248,6 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
                 slot = tl.atomic_add(st + 9, n_tie, sem="relaxed") + tl.cumsum(tie.to(tl.int32), 0) - 1
                 packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
                 tl.store(cands + slot, packed, mask=tie & (slot < CAP_))
-        elif INLINE_:  # the same, the operands in the step's layout
-            slot = _claim_where(st + 8 + tl.zeros_like(t), take)
-            _store_where(out_idx + slot, _out_key(t - lo, lrow, take, REMAP_), take)
-            if WRITE_VALUES:
-                _store_where(out_val + slot, x.to(tl.int32, bitcast=True), take)
-            slot = _claim_where(st + 9 + tl.zeros_like(t), tie)
-            packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
-            _store64_where(cands + slot, packed, tie & (slot < CAP_))
         else:  # one atomic per selected score: no block-wide scan for the few that are
             slot = tl.atomic_add(st + 8 + tl.zeros_like(t), 1, mask=take, sem="relaxed")
             tl.store(out_idx + slot, _out_key(t - lo, lrow, take, REMAP_), mask=take)

@@ -245,7 +245,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
-           SEG_=s["SEGMENTS"], INLINE_=bool(s["COMPACT_INLINE"]) and cuda, **consts)
+           SEG_=s["SEGMENTS"], **consts)
 
 
 def _resident_chunk(rows: int, width: int, s: dict, device) -> Optional[int]:

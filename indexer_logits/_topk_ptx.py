@@ -1,9 +1,10 @@
 """The selection kernels' atomics and stores as inline PTX (CUDA only; the interpreter cannot run them, so
 every caller has a tl.atomic_add / tl.store form for it): each is an elementwise op, so its operands keep
 their layout, where tl.atomic_add and tl.store convert addresses, values and masks through shared memory
-behind barriers (cross-compiled for sm_90: two of the bound count's four barriers a step, ~8 of the
-compaction's). Each has is_pure=False, so that nothing drops it when its output (a dummy 0, or the slot) is
-not read."""
+behind barriers (cross-compiled for sm_90: two of the bound count's four barriers a step). Each has
+is_pure=False, so that nothing drops it when its output (a dummy 0, or the slot) is not read. (The bound
+compaction's atomics and stores the same way, ~8 barriers a step fewer, timed level with tl.atomic_add's:
+docs/perf_logs/topk_ballot, call 3; not kept.)"""
 
 from __future__ import annotations
 
@@ -55,19 +56,3 @@ def _claim_slots(counter, pred):
         }""",
         "=r,l,r", [counter.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
-
-@triton.jit
-def _claim_where(addr, pred):
-    """The old value of the int32 at each address where pred, after adding 1 to it (a relaxed atomic at GPU
-    scope, one per element: ptxas gathers a warp's into one), 0 where not pred."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; mov.u32 $0, 0; @p atom.relaxed.gpu.global.add.u32 $0, [$1], 1; }",
-        "=r,l,r", [addr.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _store64_where(addr, value, pred):
-    """int64 value to each address where pred (a dummy 0 out)."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b64 [$1], $3; mov.u32 $0, 0; }",
-        "=r,l,r,l", [addr.to(tl.int64), pred.to(tl.int32), value], dtype=tl.int32, is_pure=False, pack=1)

@@ -1,6 +1,5 @@
 """The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, its atomics and stores
 inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound_count),
-and the compaction's atomics and stores inline or not (COMPACT_INLINE),
 where the CPU tests cannot run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the
 workspace left zero, and the launch that served asserted to be the form asked for; the scores written beside the indices."""
 
@@ -19,8 +18,7 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
           "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
-          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True},
-          "compaction not inline": {"COMPACT_INLINE": False}}
+          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True}}
 
 
 def _count_launches(monkeypatch, kernel: str = "topk_bound_count_kernel") -> list:
@@ -57,7 +55,6 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     settings = dict(COUNTS[count], SEGMENTS=True)
     S._recorded_launches.clear()  # (else a shape's second test replays the first one's launches, unseen)
     seen = _count_launches(monkeypatch)
-    compactions = _count_launches(monkeypatch, "topk_bound_compact_kernel")
 
     def select():
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, val, ws, lens=hi, path="bound", settings=settings)
@@ -67,11 +64,9 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
         return mismatched_rows(idx, x, lo, hi, k) == 0 and torch.equal(val, want) and int(ws.abs().sum()) == 0
     assert select() == "bound"
     assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == (count in ("rows", "claimed",
-                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count in ("prefix sums, inline",
-                        "compaction not inline"))
+                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count == "prefix sums, inline")
                         and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
                         for kw in seen), seen
-    assert compactions and all(kw["INLINE_"] == (count != "compaction not inline") for kw in compactions), compactions
     assert exact()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
