@@ -1,9 +1,10 @@
 """The bound path's step 3, the keys' count (indexer_logits._topk_bound's module docstring): each key's
 digit over the bound's mapping, the keys of bin 1 and up counted, and with SEGMENTS their positions
-written for the compaction, in one of four forms (_topk_bound's settings say which): a block-wide
+written for the compaction, in one of three forms (_topk_bound's settings say which): a block-wide
 prefix sum a step (its atomics and stores by inline PTX or not: COUNT_INLINE), rows of 32 keys a
-sub-segment each (COUNT_LANES), slots claimed from a counter by a warp's ballot (COUNT_BALLOT), or
-columns by position in the step (COUNT_COLUMNS)."""
+sub-segment each (COUNT_LANES), or slots claimed from a counter by a warp's ballot (COUNT_BALLOT,
+which takes precedence over COUNT_LANES). (A fourth, columns by position in the step, lost and was
+reverted: docs/perf_logs/topk_ballot, call 2.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import triton.language as tl
 from ._topk_bound import _bound_mapping, _program
 from ._topk_digits import _digits
 from ._topk_ptx import _claim_slots, _red_add_one, _store_where
+
 
 @triton.jit
 def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, ahead, BLOCK: tl.constexpr,
