@@ -10,3 +10,6 @@ timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_topk_bound_gpu.p
 echo "tests rc $?"; tail -4 $OUT/call4_gpu_tests.log
 timeout 150 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/call4_bench_topk.log 2>&1
 echo "bench rc $?"; tail -9 $OUT/call4_bench_topk.log
+# Call 5, on the same warm machine right after (the rest of the top-k GPU file, within the device time left; its
+# output came back in the reply only: 103 passed, 18 deselected, in 82 s):
+#   timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_topk_gpu.py -k "not (bound or memory or ragged or chunked)" -x
