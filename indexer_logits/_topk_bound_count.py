@@ -17,6 +17,21 @@ from ._topk_ptx import _claim_slots, _red_add_one, _store_where
 
 
 @triton.jit
+def _step_digits(base, t, end, ahead, m_lo, scale, BLOCK: tl.constexpr, KB: tl.constexpr, PREFETCH_: tl.constexpr):
+    """A count step's keys at positions t (those below end): each one's digit over the bound's mapping, whether
+    it is admitted (bin 1 and up), and with PREFETCH_ the next step's keys (the step's own are `ahead`, loaded a
+    step before; without it `ahead` comes back as it came)."""
+    m = t < end
+    if PREFETCH_:
+        x = ahead
+        ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
+    else:
+        x = tl.load(base + t, mask=m, other=0.0)
+    d1, d2 = _digits(x, m_lo, scale, KB)
+    return d1, m & (d1 > 0), ahead
+
+
+@triton.jit
 def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, ahead, BLOCK: tl.constexpr,
                     KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr):
     """topk_bound_count_kernel's loop with BALLOT_: each admitted key counted and its position stored
@@ -28,14 +43,7 @@ def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, 
     at = counter + offs * 0
     for b0 in range(start, end, BLOCK):
         t = b0 + offs
-        m = t < end
-        if PREFETCH_:
-            x = ahead
-            ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
-        else:
-            x = tl.load(base + t, mask=m, other=0.0)
-        d1, d2 = _digits(x, m_lo, scale, KB)
-        admitted = m & (d1 > 0)
+        d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_)
         if ASM_:
             slot = _claim_slots(at, admitted)
             slot += _red_add_one(hist + d1, admitted)  # (its dummy 0: keeps the op)
@@ -141,14 +149,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
             offs = tl.arange(0, BLOCK)
             for b0 in range(start, end, BLOCK):
                 t = b0 + offs
-                m = t < end
-                if PREFETCH_:
-                    x = ahead
-                    ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
-                else:
-                    x = tl.load(base + t, mask=m, other=0.0)
-                d1, d2 = _digits(x, m_lo, scale, KB)
-                admitted = m & (d1 > 0)
+                d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_)
                 if INLINE_:  # (inline PTX: the operands keep the step's layout, no trip through shared memory)
                     _red_add_one(st + 16 + d1, admitted)
                 else:
