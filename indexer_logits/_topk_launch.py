@@ -52,7 +52,7 @@ def bound_kernels():
 
 
 def bound_count_kernels():
-    """The bound path's keys' count's module (its four forms)."""
+    """The bound path's keys' count's module (its three forms)."""
     return _module("._topk_bound_count")
 
 

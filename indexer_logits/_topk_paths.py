@@ -14,7 +14,8 @@ from . import _api, _topk_table
 from ._checks import check_tile_maxima
 from ._tables import interpreting
 from ._topk_launch import (WINDOW_LIMIT, _launch_options, _launch_setup, _pdl, _window_args, bound_count_kernels,
-                           bound_kernels, chunk_size, fused_kernels, kernels, resident_kernels, row_kernels, tiles_kernels)
+                           bound_kernels, chunk_size, fused_kernels, kernels, resident_kernels, row_kernels,
+                           tiles_kernels)
 
 
 def _launch_rounds(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=(),
@@ -194,6 +195,9 @@ def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
     cap = bound_kernels().seg_cap(k, width, chunk) if nch else 0
     lanes = _lane_rows(s)
+    if s["COUNT_BALLOT"] and nch and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key in two threads: two claims)
+        raise ValueError(f"settings: COUNT_BALLOT reads steps of at least 32 keys a warp, got {_count_step(s)} "
+                         f"keys and {s['NUM_WARPS']} warps")
     if lanes and cap % lanes:  # (chunks are whole blocks of at least 256 keys: never, but never silently)
         raise ValueError(f"settings: a segment of {cap} slots does not split into {lanes} sub-segments")
     return (rows, nt), (rows,), (rows, nch, cap), (rows, nch)
@@ -230,17 +234,15 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
     ballot = bool(s["COUNT_BALLOT"] and s["SEGMENTS"])
-    if ballot and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key held by two threads would claim two slots)
-        raise ValueError(f"settings: COUNT_BALLOT reads steps of at least 32 keys a warp, got {_count_step(s)} "
-                         f"keys and {s['NUM_WARPS']} warps")
     cuda = logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
     asm = (lanes > 0 or ballot) and cuda
     inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot)
     # (the sub-segments' slots as a power of two: the registers the count packs them through)
     sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
-    launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk, *segs, WINDOW=window,
-           MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"], LANES_=lanes > 0, ASM_=asm,
-           TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline, **sub, **dict(consts, BLOCK=_count_step(s)))
+    launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk,
+           *segs, WINDOW=window, MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"],
+           LANES_=lanes > 0, ASM_=asm, TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline, **sub,
+           **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],

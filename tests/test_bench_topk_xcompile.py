@@ -25,10 +25,9 @@ def test_every_path_compiles_for_sm90_without_spills():
     # early (fit_cap); the bound path's own two, each with and without SEGMENTS, its count at four more
     # of its settings (COUNT_STEP, COUNT_PREFETCH) and by rows (COUNT_LANES) at two steps, each with its
     # sub-segments packed through 64 slots a row and through the most it takes, and with SEGMENTS letting its
-    # dependent launch at its start (TRIGGER), and claiming its segment slots (COUNT_BALLOT) at two steps and ahead, and its atomics and stores
-    # inline (COUNT_INLINE);
-    # the resident path's one,
-    # at the tuner's three settings, its chunk read a step a phase or held in registers
+    # dependent launch at its start (TRIGGER), and claiming its segment slots (COUNT_BALLOT) at two steps and
+    # ahead, and its atomics and stores inline (COUNT_INLINE); the resident path's one, at the tuner's three
+    # settings, its chunk read a step a phase or held in registers
     assert len(rows) == 39 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles", "bound",
                                                                          "resident"}
     for name, r in rows.items():

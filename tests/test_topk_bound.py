@@ -347,3 +347,17 @@ def test_random_cases(seed):
     assert S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path="bound", settings=settings) == "bound"
     assert int(ws.abs().sum()) == 0, "the path must leave both states zero"
     assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+def test_claimed_slots_refuse_a_step_of_fewer_keys_than_threads():
+    """COUNT_BALLOT claims a slot for each key a thread holds: a step of fewer keys than the program's threads
+    would put a key in two threads and claim it twice, so the plan refuses it, naming the setting, before any
+    launch."""
+    x = torch.randn(2, 10240, generator=torch.Generator().manual_seed(3))
+    lo, hi = torch.zeros(2, dtype=torch.int32), torch.full((2,), 10240, dtype=torch.int32)
+    idx = torch.full((2, 256), 7, dtype=torch.int32)
+    with pytest.raises(ValueError, match="COUNT_BALLOT reads steps of at least 32 keys a warp"):
+        S.select_rows(x, 256, S.WINDOW_RAGGED, idx, None, S.workspace(2, "cpu"), lo=lo, hi=hi, path="bound",
+                      settings={"COUNT_BALLOT": True, "BLOCK": 256, "NUM_WARPS": 16})
+    assert bool((idx == 7).all())  # (nothing launched)

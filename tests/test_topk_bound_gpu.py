@@ -1,7 +1,8 @@
 """The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, its atomics and stores
 inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound_count),
 where the CPU tests cannot run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the
-workspace left zero, and the launch that served asserted to be the form asked for; the scores written beside the indices."""
+workspace left zero, and the launch that served asserted to be the form asked for; the scores written beside
+the indices."""
 
 import pytest
 import torch

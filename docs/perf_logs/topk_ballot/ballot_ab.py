@@ -37,7 +37,8 @@ CALL3 = [("served", {}), ("compaction not inline", {(B, "COMPACT_INLINE"): False
 
 if __name__ == "__main__":
     call = next((a for a in sys.argv if a in ("--call1", "--call2", "--call3")), "--call2")
-    sys.argv = [a for a in sys.argv if a not in ("--against-off", "--call1", "--call2", "--call3")]  # (not trigger_ab's)
+    # (trigger_ab's own arguments read the rest)
+    sys.argv = [a for a in sys.argv if a not in ("--against-off", "--call1", "--call2", "--call3")]
     T.VARIANTS[:] = {"--call1": CALL1, "--call2": CALL2, "--call3": CALL3}[call]
     T.EXTRA_BOUND[:] = CALL2_BOUND if call == "--call2" else []
     sys.exit(T.main())

@@ -49,7 +49,8 @@ def decode(rounds: int, result: dict) -> None:
         if served[0] == "bound" and BINS_128:  # the maxima's round and the keys' histogram at 128 / 256 bins (the space: 32, 64)
             variants.append(("bins 128", {(S, "SERVING"): ("bound", dict(served[1] or {}, BINS=128))}))
         if served[0] == "bound":
-            variants += [(label, {(S, "SERVING"): ("bound", dict(served[1] or {}, **over))}) for label, over in EXTRA_BOUND]
+            variants += [(label, {(S, "SERVING"): ("bound", dict(served[1] or {}, **over))})
+                         for label, over in EXTRA_BOUND]
         for label, settings in variants:
             fns[label] = under(settings, lambda: K.fp8_paged_mqa_topk(*args, K_, out=idx))
             bad[label] = mismatched_rows(fns[label]().clone(), logits, torch.zeros_like(hi), hi, K_)
