@@ -8,8 +8,8 @@ With a row of n keys cut into tiles of TILE (aligned to the window start, as _to
 2. the maxima's range (_topk_kernels.topk_range_kernel over them; not where the epilogue wrote it)
    and round 1 over them (_topk_kernels.topk_hist_kernel, the maxima's state in the second half
    of the workspace): the bin t' holding the k-th largest maximum;
-3. the keys' histogram (_topk_bound_count.topk_bound_count_kernel, 2 * BINS bins) over a mapping whose bin 0 lies
-   below bin t''s lower edge and whose bins 1 .. 2 * BINS - 2 split the rest up to the top of the
+3. the keys' histogram (_topk_bound_count.topk_bound_count_kernel, 2 * BINS bins) over a mapping
+   whose bin 0 lies below bin t''s lower edge and whose bins 1 .. 2 * BINS - 2 split the rest up to the top of the
    maxima's bin holding the ceil(k / TILE)-th largest maximum (_bound_mapping), counting
    the keys of bins 1 and up only (one relaxed atomic a key: a few percent of them); the mapping
    goes to the row's state words 12 and 13, which the compaction reads; with SEGMENTS the admitted

@@ -55,4 +55,3 @@ def _claim_slots(counter, pred):
         add.u32 $0, first, below;
         }""",
         "=r,l,r", [counter.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-

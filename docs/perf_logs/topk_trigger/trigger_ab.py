@@ -46,7 +46,8 @@ def decode(rounds: int, result: dict) -> None:
         bad = {}
         served = S._serving(rows, width, torch.device("cuda"), "decode")
         variants = list(VARIANTS)
-        if served[0] == "bound" and BINS_128:  # the maxima's round and the keys' histogram at 128 / 256 bins (the space: 32, 64)
+        # the maxima's round and the keys' histogram at 128 / 256 bins (the space: 32, 64)
+        if served[0] == "bound" and BINS_128:
             variants.append(("bins 128", {(S, "SERVING"): ("bound", dict(served[1] or {}, BINS=128))}))
         if served[0] == "bound":
             variants += [(label, {(S, "SERVING"): ("bound", dict(served[1] or {}, **over))})
