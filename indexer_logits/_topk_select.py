@@ -130,8 +130,7 @@ def workspace(rows: int, device) -> torch.Tensor:
 def workspace_shape(rows: int) -> tuple:
     """The int32 shape of workspace(rows, ...)."""
     kn = kernels()
-    # wide enough for any table entry's bins, whatever its path
-    bins = max([kn.BINS] + [b for allowed in _topk_table.ALLOWED.values() for b in allowed.get("BINS", ()) if b])
+    bins = max(kn.BINS, max(_topk_table.ALLOWED["rounds"]["BINS"]))  # wide enough for any table entry's bins
     return (2 * rows, kn.STATE + 2 * bins)
 
 

@@ -48,9 +48,7 @@ ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS"
 # the keys' count's step (0: BLOCK), whether it loads a step ahead, and whether it reads a step as
 # rows of 32 keys, a sub-segment each, or claims its segment slots from a counter (COUNT_BALLOT), or
 # (neither) makes its atomics and stores by inline PTX (COUNT_INLINE)
-# (and 256 bins: its keys' one histogram then 511 bins above the bound, its maxima's round 256)
-ALLOWED["bound"] = {**ALLOWED["rounds"], "BINS": (16, 32, 64, 128, 256), "TILE": (0, 4, 8, 16, 32, 64),
-                    "STEP_KEYS": (1024, 2048, 4096),
+ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "SEGMENTS": (False, True), "COUNT_STEP": (0, 512, 1024, 2048, 4096),
                     "COUNT_PREFETCH": (False, True), "COUNT_LANES": (False, True, None),
                     "COUNT_BALLOT": (False, True), "COUNT_INLINE": (False, True)}

@@ -41,12 +41,10 @@ def _count_launches(monkeypatch, kernel: str = "topk_bound_count_kernel") -> lis
 @pytest.mark.parametrize("count", list(COUNTS))
 @pytest.mark.parametrize("rows, width", [(16, 65536), (1, 1 << 20)])
 @pytest.mark.parametrize("kind", ["randn", "small_ints", "outlier"])
-@pytest.mark.parametrize("bins", [None, 256])
-def test_bound_count_forms_exact_eager_and_in_a_graph(bins, kind, rows, width, count, monkeypatch):
+def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, monkeypatch):
     """randn: a few percent of the keys admitted, the candidates ranked; small_ints: ties at the bound,
     segments overflowing into their chunks and the overflow path; outlier: a range stretched by one
-    score. Windows of random lengths (k of them at least), k 2048. At the modules' bins and at 256 (the
-    widest: 512 keys' bins, the workspace's widest row)."""
+    score. Windows of random lengths (k of them at least), k 2048."""
     k = 2048
     x, g = _scores_of_kind(kind, rows, width, seed=5)
     lo = torch.zeros(rows, dtype=torch.int32, device="cuda")
@@ -55,7 +53,7 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(bins, kind, rows, width, c
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     val = torch.empty(rows, k, device="cuda")
     ws = S.workspace(rows, "cuda")
-    settings = dict(COUNTS[count], SEGMENTS=True, **({"BINS": bins} if bins else {}))
+    settings = dict(COUNTS[count], SEGMENTS=True)
     S._recorded_launches.clear()  # (else a shape's second test replays the first one's launches, unseen)
     seen = _count_launches(monkeypatch)
 
@@ -69,7 +67,7 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(bins, kind, rows, width, c
     assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == (count in ("rows", "claimed",
                         "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count == "prefix sums, inline")
                         and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
-                        and kw["BINS_"] == (bins or S.path_settings("bound", None)["BINS"]) for kw in seen), seen
+                        for kw in seen), seen
     assert exact()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -242,21 +242,19 @@ def test_the_space_holds_what_the_h200_taught():
     assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16} and not topk_tune.space("tiles", 64, 32768, 132)
     assert topk_tune.space("tiles", 256, 65536, 132)  # a prefill block of 64K-key rows: tiles is tried there
     assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True}
-    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 232 settings
+    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 212 settings
     # (148, and the bound path's count by rows of 32 keys and its 128 bins at four settings each of its buckets,
-    # its count claiming its slots at eight, its wider bins at five)
+    # its count claiming its slots at eight)
     assert sum(len(topk_tune.space(p, r, w, 132))
-               for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 232
-    assert sum(s["BINS"] == 128 and not s.get("COUNT_BALLOT") for s in topk_tune.space("bound", 64, 32768, 132)) == 5
-    wider = [s for s in topk_tune.space("bound", 64, 32768, 132) if s["BINS"] == 256]
-    assert len(wider) == 4 and {s["PROGRAMS_PER_SM"] for s in wider} == {8}
+               for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 212
+    assert sum(s["BINS"] == 128 and not s.get("COUNT_BALLOT") for s in topk_tune.space("bound", 64, 32768, 132)) == 4
     assert all(s["SEGMENTS"] and s["BLOCK"] == 512 for s in topk_tune.space("bound", 1, 1 << 20, 132))
-    assert sum(s.get("COUNT_LANES", False) for s in topk_tune.space("bound", 64, 1 << 17, 132)) == 6
+    assert sum(s.get("COUNT_LANES", False) for s in topk_tune.space("bound", 64, 1 << 17, 132)) == 4
     prefill_bound = topk_tune.space("bound", 256, 1 << 16, 132)  # (the prefill bucket)
-    assert sum(s.get("COUNT_LANES", False) for s in prefill_bound) == 6
-    assert sum(s.get("COUNT_BALLOT", False) for s in topk_tune.space("bound", 1, 1 << 20, 132)) == 9
+    assert sum(s.get("COUNT_LANES", False) for s in prefill_bound) == 4
+    assert sum(s.get("COUNT_BALLOT", False) for s in topk_tune.space("bound", 1, 1 << 20, 132)) == 8
     bound = topk_tune.space("bound", 64, 32768, 132)
-    assert bound and {s["TILE"] for s in bound} == {0, 4, 16} and {s["BINS"] for s in bound} == {32, 64, 128, 256}
+    assert bound and {s["TILE"] for s in bound} == {0, 4, 16} and {s["BINS"] for s in bound} == {32, 64, 128}
     assert not topk_tune.space("bound", 128, 8192, 132)  # fewer than 2k tiles of 4 a row
     for path, settings in (("tiles", tiles), ("bound", bound)):  # every setting the space names a table may hold
         for s in settings:

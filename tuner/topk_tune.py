@@ -140,15 +140,12 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # its loop) at the tiles, bins and programs the others' winners used
         claimed = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_BALLOT=True)
                    for t in (0, 16) for b in (64, 128) for p in (8, 16)]
-        # and the bins wider still (each doubling from 32 to 128 took 1.7-3 us off at 64 x 32K and 1 x 1M, the
-        # H100's tune of docs/perf_logs/topk_h200_retune call 1, at 8 programs an SM, where 16 always lost):
-        # 256 by each count form, and 128 by rows of 32 keys (the 64 x 128K winner's form, at 64 bins)
-        wider = [dict(TILE=t, BINS=256, PROGRAMS_PER_SM=8, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
-                 for t in (0, 16)] + [dict(TILE=0, BINS=256, PROGRAMS_PER_SM=8, BLOCK=512, SEGMENTS=True,
-                                           COUNT_BALLOT=True)]
-        wider += [dict(TILE=0, BINS=b, PROGRAMS_PER_SM=8, BLOCK=512, SEGMENTS=True, COUNT_LANES=True) for b in (128, 256)]
+        # (not 256 bins, though each doubling from 32 to 128 took 1.7-3 us off the selection at 64 x 32K and
+        # 1 x 1M: at 256, by each count form, end to end +0.7-1.3 us at 64 x 32K, 1 x 1M and 32 x 16K, level
+        # at 64 x 128K and 16 x 256K and on prefill, and a tune over them chose 256 nowhere; an H100,
+        # docs/perf_logs/topk_bins256, call 2, at commit 210d4a3)
         return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes + bins128 + claimed + wider
+                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes + bins128 + claimed
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
