@@ -9,13 +9,14 @@ no chain of dependent launches (what the four- and two-kernel paths pay: ~35 us 
 3. the scores above bin t to the output and bin t's scores (at most CAP_) to a per-row candidate
    buffer, each as key << 32 | (0x7FFFFFFF - position) so that one descending sort orders them by
    score, ties by the smallest position; slots by one prefix sum a block (both counts packed in an
-   int32), no atomics. The program then sorts its candidates and writes the first k - above.
+   int32), no atomics. The program then takes the first k - above of its candidates: by a second
+   histogram over their keys and a pairwise rank of the few in its last sub-bin (SUB), else a sort.
 
 Why one round (measured on the H200, docs/PERF.md "Top-k", "One program a row"): in Triton 3.6 a
 tl.histogram costs ~54 instructions a key and a prefix-sum pass ~73, where a load-and-compare pass
 costs ~12, so a program that narrowed the threshold by histogram rounds over its whole row (4-5
 of them) ran 2-3x slower than the four kernels; after one round the threshold bin holds a few
-hundred scores, which a sort of the candidates finishes cheaply.
+hundred scores, which a second histogram of them (or a sort) finishes cheaply.
 
 A bin t of more than CAP_ scores (ties, or a range stretched by an outlier) takes the exact path in
 the same program: rounds over the row's order-preserving 32-bit keys (_exact_rounds). Rows of at
