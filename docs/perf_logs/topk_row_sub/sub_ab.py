@@ -17,7 +17,7 @@ import trigger_ab as T  # noqa: E402 (its decode cases' alternation and checks)
 from indexer_logits import _topk_row as R  # noqa: E402
 
 T.BINS_128 = False
-T.DECODE = ((128, 8192), (64, 8192), (96, 16384), (64, 32768))
+T.DECODE = ((128, 8192), (64, 8192), (64, 32768))
 T.VARIANTS[:] = [("sub-bins", {}), ("sorted", {(R, "SUB"): 0}), ("sub-bins 32", {(R, "SUB"): 32})]
 
 if __name__ == "__main__":
