@@ -9,7 +9,7 @@
 # bound cases level (controls). Every row exact; the row tests pass.
 set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
-timeout 100 python3 docs/perf_logs/topk_row_sub/sub_ab.py --rounds 4 --out $OUT/call1_ab.json > $OUT/call1_ab.log 2>&1
+timeout 80 python3 docs/perf_logs/topk_row_sub/sub_ab.py --rounds 4 --out $OUT/call1_ab.json > $OUT/call1_ab.log 2>&1
 echo "ab rc $?"; cat $OUT/call1_ab.log
-timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_topk_gpu.py -k row > $OUT/call1_gpu_tests.log 2>&1
+timeout 80 python3 -m pytest -q -p no:cacheprovider tests/test_topk_gpu.py -k row > $OUT/call1_gpu_tests.log 2>&1
 echo "tests rc $?"; tail -4 $OUT/call1_gpu_tests.log
