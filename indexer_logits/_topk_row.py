@@ -9,14 +9,15 @@ no chain of dependent launches (what the four- and two-kernel paths pay: ~35 us 
 3. the scores above bin t to the output and bin t's scores (at most CAP_) to a per-row candidate
    buffer, each as key << 32 | (0x7FFFFFFF - position) so that one descending sort orders them by
    score, ties by the smallest position; slots by one prefix sum a block (both counts packed in an
-   int32), no atomics. The program then takes the first k - above of its candidates: by a second
-   histogram over their keys and a pairwise rank of the few in its last sub-bin (SUB), else a sort.
+   int32), no atomics. The program then sorts its candidates and writes the first k - above.
 
 Why one round (measured on the H200, docs/PERF.md "Top-k", "One program a row"): in Triton 3.6 a
 tl.histogram costs ~54 instructions a key and a prefix-sum pass ~73, where a load-and-compare pass
 costs ~12, so a program that narrowed the threshold by histogram rounds over its whole row (4-5
 of them) ran 2-3x slower than the four kernels; after one round the threshold bin holds a few
-hundred scores, which a second histogram of them (or a sort) finishes cheaply.
+hundred scores, which a sort of the candidates finishes cheaply (cheaper than a second histogram of
+them and a pairwise rank of its last sub-bin's few: 1.9-2.2 us slower at 64 and 128 x 8K on an H100,
+commit 4074031, docs/perf_logs/topk_row_sub).
 
 A bin t of more than CAP_ scores (ties, or a range stretched by an outlier) takes the exact path in
 the same program: rounds over the row's order-preserving 32-bit keys (_exact_rounds). Rows of at
@@ -47,13 +48,6 @@ CAP = 512          # candidates (bin t's scores) a row sorts; more take the exac
 BLOCK = 4096
 NUM_WARPS = 16
 PDL = False        # launch as a programmatic dependent launch of the logits kernel (CUDA sm_90+)
-# The candidates (bin t's scores) ranked by a second histogram of SUB bins over their own keys where set (0: sorted,
-# tl.sort of CAP): the sub-bins above the one holding the last one needed are taken, that sub-bin's few (at most
-# RANK_SUB; more: sorted) ranked pairwise in registers. Why: a bitonic tl.sort of 512 int64 is 45 stages, each a
-# trip through shared memory, for about width / BINS candidates (~330 at 128 x 8K and 64 bins, the bench's decode
-# logits), where this is one histogram, three scans and one [32, 32] compare.
-SUB = 64
-RANK_SUB = 32
 
 
 def bins_for(width: int) -> int:
@@ -71,8 +65,7 @@ def _ukey(x):
 def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
                     idx_ptr, stride_idx, val_ptr, stride_val, cand_ptr,
                     WINDOW: tl.constexpr, BLOCK_: tl.constexpr, BINS_: tl.constexpr, CAP_: tl.constexpr,
-                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr, SUB_: tl.constexpr = 0,
-                    RANK_SUB_: tl.constexpr = 32):
+                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr):
     tl.static_assert(BLOCK_ < 65536, "the write pass packs two block counts in 16 bits each")
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
@@ -118,12 +111,13 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
                 n_in += tl.sum(inside.to(tl.int32), 0)
             tl.debug_barrier()  # the candidates this program's threads wrote, visible to all of them
             r = tl.arange(0, CAP_)
-            c = tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1, cache_modifier=".cg")
-            if SUB_ > 0:
-                _rank_by_sub_bins(c, r < in_bin, cands, k - above, above, lo, out_idx, out_val, CAP_, SUB_, RANK_SUB_,
-                                  WRITE_VALUES)
-            else:
-                _write_sorted(c, r, k - above, above, lo, out_idx, out_val, WRITE_VALUES)
+            best = tl.sort(tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1, cache_modifier=".cg"),
+                           descending=True)
+            keep = r < k - above
+            t = 0x7FFFFFFF - (best & 0x7FFFFFFF).to(tl.int32)
+            tl.store(out_idx + above + r, t - lo, mask=keep)
+            if WRITE_VALUES:
+                tl.store(out_val + above + r, _score((best >> 32).to(tl.int32)), mask=keep)
         else:
             _exact_rounds(base, lo, hi, k, out_idx, out_val, BLOCK_, BINS_, WRITE_VALUES)
     written = tl.minimum(tl.maximum(n, 0), k)
@@ -132,62 +126,6 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
         tl.store(out_idx + p, tl.full([BLOCK_], -1, tl.int32), mask=p < k)
         if WRITE_VALUES:
             tl.store(out_val + p, tl.full([BLOCK_], float("-inf"), tl.float32), mask=p < k)
-
-
-@triton.jit
-def _write_sorted(c, r, need, above, lo, out_idx, out_val, WRITE_VALUES: tl.constexpr):
-    """The first `need` of the packed candidates c (key << 32 | 0x7FFFFFFF - position; padding the smallest int64)
-    by one descending sort, written after `above`."""
-    best = tl.sort(c, descending=True)
-    keep = r < need
-    t = 0x7FFFFFFF - (best & 0x7FFFFFFF).to(tl.int32)
-    tl.store(out_idx + above + r, t - lo, mask=keep)
-    if WRITE_VALUES:
-        tl.store(out_val + above + r, _score((best >> 32).to(tl.int32)), mask=keep)
-
-
-@triton.jit
-def _rank_by_sub_bins(c, valid, cands, need, above, lo, out_idx, out_val, CAP_: tl.constexpr, SUB_: tl.constexpr,
-                      RT: tl.constexpr, WRITE_VALUES: tl.constexpr):
-    """The first `need` of the packed candidates c (where valid; _write_sorted's order: score descending, position
-    ascending), written after `above`: a histogram of SUB_ bins of their unsigned keys, (u - the least) >> shift
-    (the least shift that fits their span: exact integers, monotone in the score, -inf a key like any other), the
-    sub-bin t2 holding the need-th largest; the candidates above it (fewer than need; a higher sub-bin is a
-    strictly higher score) taken in slots by a prefix sum, and t2's (at most RT of them) packed into the first
-    slots of `cands` and ranked pairwise in registers. More than RT in t2 (ties, or keys bunched by the span):
-    sorted (_write_sorted)."""
-    u = ((c >> 32).to(tl.int32) ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
-    umax = tl.max(tl.where(valid, u, 0), 0)
-    umin = tl.min(tl.where(valid, u, 0xFFFFFFFF), 0)
-    span = umax - umin
-    shift = tl.full([], 0, tl.uint32)
-    while (span >> shift) >= SUB_:
-        shift += 1
-    d2 = ((u - umin) >> shift).to(tl.int32)
-    counts = tl.histogram(d2, SUB_, mask=valid)
-    t2, above2 = _threshold(counts, need, SUB_)
-    in2 = tl.sum(tl.where(tl.arange(0, SUB_) == t2, counts, 0), 0)
-    if in2 <= RT:
-        gt = valid & (d2 > t2)
-        eq = valid & (d2 == t2)
-        both = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)
-        slot = above + (both & 0xFFFF) - 1
-        tl.store(out_idx + slot, 0x7FFFFFFF - (c & 0x7FFFFFFF).to(tl.int32) - lo, mask=gt)
-        if WRITE_VALUES:
-            tl.store(out_val + slot, _score((c >> 32).to(tl.int32)), mask=gt)
-        tl.debug_barrier()  # every thread's c read before t2's candidates overwrite the first slots
-        tl.store(cands + (both >> 16) - 1, c, mask=eq)
-        tl.debug_barrier()  # and visible to all of them
-        q = tl.arange(0, RT)
-        a = tl.load(cands + q, mask=q < in2, other=-9223372036854775807 - 1, cache_modifier=".cg")
-        rank = tl.sum((a[None, :] > a[:, None]).to(tl.int32), 1)  # packed values are distinct (positions)
-        keep = (q < in2) & (rank < need - above2)
-        at = above + above2 + rank
-        tl.store(out_idx + at, 0x7FFFFFFF - (a & 0x7FFFFFFF).to(tl.int32) - lo, mask=keep)
-        if WRITE_VALUES:
-            tl.store(out_val + at, _score((a >> 32).to(tl.int32)), mask=keep)
-    else:
-        _write_sorted(c, tl.arange(0, CAP_), need, above, lo, out_idx, out_val, WRITE_VALUES)
 
 
 @triton.jit
