@@ -6,6 +6,8 @@ bound serves (decode and prefill blocks alike: _topk_select._tuned_entry); where
 row) it is the served call again, a control.
 
     python3 docs/perf_logs/topk_bins256/bins_ab.py [--rounds 4] [--skip-prefill] [--out FILE]
+
+(It ran at commit 210d4a3, where the bound path allowed 256 bins; 256 was reverted after it.)
 """
 
 import sys

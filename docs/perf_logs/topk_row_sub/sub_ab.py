@@ -5,6 +5,8 @@ sort (topk_trigger/trigger_ab.py's decode case, alternation and checks). Where a
 are the same call, a control.
 
     python3 docs/perf_logs/topk_row_sub/sub_ab.py [--rounds 5] [--out FILE]
+
+(It ran at commit 4074031, where _topk_row had SUB; the second histogram was reverted after it.)
 """
 
 import sys
