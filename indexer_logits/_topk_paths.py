@@ -174,10 +174,16 @@ def _count_step(s: dict) -> int:
     return s["COUNT_STEP"] or s["BLOCK"]
 
 
+def _claims(s: dict) -> bool:
+    """Whether the bound path's count claims its segment slots from a counter (COUNT_BALLOT with SEGMENTS;
+    over COUNT_LANES where both are set)."""
+    return bool(s["COUNT_BALLOT"] and s["SEGMENTS"])
+
+
 def _lane_rows(s: dict) -> int:
     """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS: a step's
     rows of 32 keys), else 0: its segment's slots (a multiple of 64) split evenly among at most 64."""
-    if not (s["COUNT_LANES"] and s["SEGMENTS"]) or s["COUNT_BALLOT"]:
+    if not (s["COUNT_LANES"] and s["SEGMENTS"]) or _claims(s):
         return 0
     step = _count_step(s)
     if step > 2048:
@@ -195,7 +201,7 @@ def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
     cap = bound_kernels().seg_cap(k, width, chunk) if nch else 0
     lanes = _lane_rows(s)
-    if s["COUNT_BALLOT"] and nch and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key in two threads: two claims)
+    if _claims(s) and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key in two threads: two claims)
         raise ValueError(f"settings: COUNT_BALLOT reads steps of at least 32 keys a warp, got {_count_step(s)} "
                          f"keys and {s['NUM_WARPS']} warps")
     if lanes and cap % lanes:  # (chunks are whole blocks of at least 256 keys: never, but never silently)
@@ -233,7 +239,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            TRIGGER_=trigger, **consts)
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
-    ballot = bool(s["COUNT_BALLOT"] and s["SEGMENTS"])
+    ballot = _claims(s)
     cuda = logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
     asm = (lanes > 0 or ballot) and cuda
     inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot)
