@@ -101,9 +101,21 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         # and its count letting the compaction launch at its start (TRIGGER: griddepcontrol.launch_dependents)
         ("bound: count, triggering its dependent (SEGMENTS)", BC.topk_bound_count_kernel,
          {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "TRIGGER_": True}, w),
+        # and its count with its mapping and first step's keys loaded before its window's test (COUNT_EARLY), in
+        # the prefix sum's inline form and the claims'
+        *((f"bound: count{', slots claimed' if b else ', inline'}, loads early (SEGMENTS)", BC.topk_bound_count_kernel,
+           {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "BALLOT_": b, "ASM_": b, "INLINE_": not b,
+            "EARLY_": True}, w)
+          for b in (False, True)),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),
+        # and its round 1 over the maxima with their range loaded before its window's test (COUNT_EARLY)
+        ("bound: round 1 over the maxima, range early", KN.topk_hist_kernel,
+         {**common, "ROUND": 1, "PDL": True, "FIT_CAP_": 0, "EARLY_": True}, w),
+        # and its segment's first block loaded before its thresholds (COMPACT_EARLY)
+        ("bound: compaction, loads early (SEGMENTS)", B.topk_bound_compact_kernel,
+         {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": True, "EARLY_": True}, w),
         # the resident path: one kernel at each of the tuner's settings (tuner.topk_tune.space), its chunk
         # read a step a phase or held in registers (a chunk of one step)
         *((f"resident: {st} a step, {wr} warps{', held' if hold else ''}", RS.topk_resident_kernel,

@@ -101,6 +101,14 @@ COUNT_BALLOT = False
 # H100, end to end, 64 x 32K 127.5 -> 126.1 us, 1 x 1M 74.3 -> 73.2, 32 x 16K 49.8 -> 49.4, level where it
 # is not read (docs/perf_logs/topk_ballot, call 2).
 COUNT_INLINE = True
+# Whether the keys' count issues its mapping's loads and scans, and its first step's keys, before its window's
+# test, and round 1 over the maxima its range (COUNT_EARLY), and whether the compaction (with SEGMENTS) loads its segment's count, first positions
+# and their scores before the row's state and its threshold's scan (COMPACT_EARLY): the loads do not depend
+# on what they now precede, so a program's dependent L2 round trips shrink by one (round 1, the count) and two
+# (the compaction); each kernel's programs are a few steps long, so those round trips are most of a program's time
+# where the rows are few (1 x 1M: ~1,000 programs of two steps). Tuner axes.
+COUNT_EARLY = False
+COMPACT_EARLY = False
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
@@ -172,13 +180,26 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
                               WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                               WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
                               RANK_TILE_: tl.constexpr, PDL: tl.constexpr,
-                              SEG_: tl.constexpr = False):
+                              SEG_: tl.constexpr = False, EARLY_: tl.constexpr = False):
     """Step 4: the four kernels' compaction (_topk_kernels._compact) with the one histogram: bin 0
     read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k.
     With SEG_, a program reads its segment in place of its chunk where the segment holds every key
-    the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there)."""
+    the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there).
+    With SEG_ and EARLY_ (COMPACT_EARLY), the segment's count, its first block of positions and their
+    scores are loaded first, before the row's state and thresholds, which they do not depend on."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
+    t_early = None
+    x_early = None
+    if SEG_ and EARLY_:  # (three dependent loads, in flight while the thresholds are found)
+        at = row * tl.num_programs(1) + chunk
+        n_early = tl.load(counts_ptr + at)
+        first = tl.arange(0, BLOCK)
+        # the loop's mask for its first block of the segment, where the segment is read (a segment that
+        # overflowed may hold unwritten slots: the count by rows leaves its sub-segments unpacked)
+        held = (first < n_early) & (n_early <= seg_cap)
+        t_early = tl.load(seg_ptr + at.to(tl.int64) * seg_cap + first, mask=held, other=0)
+        x_early = tl.load(logits_ptr + row.to(tl.int64) * stride_row + t_early, mask=held, other=0.0)
     # the count's mapping, bit for bit (zero where the row holds at most k keys: all of them taken then)
     m_lo = tl.load(st + 12).to(tl.float32, bitcast=True)
     scale = tl.load(st + 13).to(tl.float32, bitcast=True)
@@ -193,9 +214,12 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     at = row * tl.num_programs(1) + chunk
     n_seg = at * 0
     if SEG_:
-        n_seg = tl.load(counts_ptr + at)
+        if EARLY_:
+            n_seg = n_early
+        else:
+            n_seg = tl.load(counts_ptr + at)
     _compact(logits_ptr + row.to(tl.int64) * stride_row, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_,
              out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
              BLOCK, KP, CAP_, WRITE_VALUES, KB, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
              ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
-             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_)
+             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_, EARLY_=EARLY_, t_early=t_early, x_early=x_early)

@@ -17,14 +17,18 @@ from ._topk_ptx import _claim_slots, _red_add_one, _store_where
 
 
 @triton.jit
-def _step_digits(base, t, end, ahead, m_lo, scale, BLOCK: tl.constexpr, KB: tl.constexpr, PREFETCH_: tl.constexpr):
+def _step_digits(base, t, end, ahead, m_lo, scale, BLOCK: tl.constexpr, KB: tl.constexpr, PREFETCH_: tl.constexpr,
+                 first=False, EARLY_: tl.constexpr = False):
     """A count step's keys at positions t (those below end): each one's digit over the bound's mapping, whether
     it is admitted (bin 1 and up), and with PREFETCH_ the next step's keys (the step's own are `ahead`, loaded a
-    step before; without it `ahead` comes back as it came)."""
+    step before; without it `ahead` comes back as it came). With EARLY_ (and not PREFETCH_), the program's
+    `first` step's keys are `ahead`, loaded before the mapping."""
     m = t < end
     if PREFETCH_:
         x = ahead
         ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
+    elif EARLY_:
+        x = tl.where(first, ahead, tl.load(base + t, mask=m & (first == 0), other=0.0))
     else:
         x = tl.load(base + t, mask=m, other=0.0)
     d1, d2 = _digits(x, m_lo, scale, KB)
@@ -33,17 +37,18 @@ def _step_digits(base, t, end, ahead, m_lo, scale, BLOCK: tl.constexpr, KB: tl.c
 
 @triton.jit
 def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, ahead, BLOCK: tl.constexpr,
-                    KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr):
+                    KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr, EARLY_: tl.constexpr = False):
     """topk_bound_count_kernel's loop with BALLOT_: each admitted key counted and its position stored
     at a slot claimed from the program's `counter` (_claim_slots with ASM_, else an atomic a key), the
     first seg_cap of them; the counter ends at the keys the program admitted (more than seg_cap: its
     segment overflowed, and the compaction reads its chunk). With PREFETCH_ the next step's keys load
-    before this step's claims wait for their atomic (`ahead`: the first step's, loaded by the caller)."""
+    before this step's claims wait for their atomic (`ahead`: the first step's, loaded by the caller; with
+    EARLY_ likewise, the first step's only)."""
     offs = tl.arange(0, BLOCK)
     at = counter + offs * 0
     for b0 in range(start, end, BLOCK):
         t = b0 + offs
-        d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_)
+        d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_, b0 == start, EARLY_)
         if ASM_:
             slot = _claim_slots(at, admitted)
             slot += _red_add_one(hist + d1, admitted)  # (its dummy 0: keeps the op)
@@ -104,7 +109,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                             SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
                             LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64,
                             TRIGGER_: tl.constexpr = False, BALLOT_: tl.constexpr = False,
-                            INLINE_: tl.constexpr = False):
+                            INLINE_: tl.constexpr = False, EARLY_: tl.constexpr = False):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
@@ -116,7 +121,10 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     segment at the end (_count_lanes, COUNT_LANES; ASM_: its atomics and stores as inline PTX). With
     SEG_ and BALLOT_, each admitted key's slot is claimed from the program's count word, zeroed here
     first (_count_claiming, COUNT_BALLOT; ASM_: a warp's claims one atomic). With INLINE_ (neither LANES_
-    nor BALLOT_), the prefix sum's step makes its atomics and stores by inline PTX (COUNT_INLINE)."""
+    nor BALLOT_), the prefix sum's step makes its atomics and stores by inline PTX (COUNT_INLINE). With
+    EARLY_ (COUNT_EARLY), the mapping's loads and scans and (but with LANES_) the first step's keys come
+    before the window's test, which they do not depend on, so that their L2 round trips overlap the
+    window's and each other's."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL, TRIGGER_)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -129,12 +137,18 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     if SEG_ and BALLOT_:  # the program's slot counter, zero before any thread claims from it
         tl.store(counts_ptr + at, n_seg)
         tl.debug_barrier()
+    ahead = tl.zeros([BLOCK], tl.float32)  # (read only with PREFETCH_ or EARLY_)
+    if EARLY_:  # (a row of at most k keys computes a mapping it never stores: its state's loads are harmless)
+        if not PREFETCH_ and not LANES_:
+            first = start + tl.arange(0, BLOCK)
+            ahead = tl.load(base + first, mask=(first < end) & (hi - lo > k), other=0.0)
+        m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
     if (end > start) & (hi - lo > k):
-        ahead = tl.zeros([BLOCK], tl.float32)  # (read only with PREFETCH_)
         if PREFETCH_:
             first = start + tl.arange(0, BLOCK)
             ahead = tl.load(base + first, mask=first < end, other=0.0)
-        m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
+        if not EARLY_:
+            m_lo, scale = _bound_mapping(st_first, k, k_tiles, MARGIN_, BINS_, KB)
         # for the compaction, which reads these bits rather than computing them again: a compiler that
         # fused the mapping's multiply-adds differently there could move a key across a bin edge
         # between the count and the compaction (every program of the row stores the same bits)
@@ -142,14 +156,15 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
         if SEG_ and BALLOT_:
             _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, ahead, BLOCK, KB,
-                            ASM_, PREFETCH_)
+                            ASM_, PREFETCH_, EARLY_)
         elif SEG_ and LANES_:
             n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_, SUB_P2)
         else:
             offs = tl.arange(0, BLOCK)
             for b0 in range(start, end, BLOCK):
                 t = b0 + offs
-                d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_)
+                d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_, b0 == start,
+                                                   EARLY_)
                 if INLINE_:  # (inline PTX: the operands keep the step's layout, no trip through shared memory)
                     _red_add_one(st + 16 + d1, admitted)
                 else:

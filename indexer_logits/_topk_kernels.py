@@ -92,10 +92,12 @@ def _thresholds(st, k, total, BINS_: tl.constexpr):
 @triton.jit
 def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k, ws_ptr, chunk_len,
                      ROUND: tl.constexpr, WINDOW: tl.constexpr, BLOCK: tl.constexpr, BINS_: tl.constexpr,
-                     PDL: tl.constexpr, FIT_CAP_: tl.constexpr = 0, TRIGGER_: tl.constexpr = False):
+                     PDL: tl.constexpr, FIT_CAP_: tl.constexpr = 0, TRIGGER_: tl.constexpr = False,
+                     EARLY_: tl.constexpr = False):
     """Kernels 2 and 3: count d1 of every score (round 1: tl.histogram, then one atomic per bin),
     or d2 of the scores in bin t1 (round 2: a few percent of them, one atomic each; none where
-    FIT_CAP_ > 0 and round 1's bin fits it, _topk_digits._fit)."""
+    FIT_CAP_ > 0 and round 1's bin fits it, _topk_digits._fit). With EARLY_ (the bound path's
+    COUNT_EARLY), the row's range is loaded before the window's test, which it does not depend on."""
     _start(PDL, TRIGGER_)
     row = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -104,8 +106,11 @@ def topk_hist_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wi
     base = logits_ptr + row.to(tl.int64) * stride_row
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
-    if end > start:
+    if EARLY_:  # (its L2 round trip beside the window's)
         m_lo, scale = _range(st, BINS_)
+    if end > start:
+        if not EARLY_:
+            m_lo, scale = _range(st, BINS_)
         offs = tl.arange(0, BLOCK)
         if ROUND == 1:
             counts = _count_d1(base, start, end, m_lo, scale, BLOCK, BINS_)
@@ -207,7 +212,7 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
              BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
              lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False, seg=None, n_seg=0,
-             from_seg=False, SEG_: tl.constexpr = False):
+             from_seg=False, SEG_: tl.constexpr = False, EARLY_: tl.constexpr = False, t_early=None, x_early=None):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
     thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
     as keys (_out_key) and the row's last program zeroes `st_first` too. With ONE_ROUND_ (the bound
@@ -216,7 +221,9 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
     SEG_ and `from_seg`, the chunk's keys that can be taken or be candidates are the n_seg positions
     at `seg` (the bound path's segments), read in place of the chunk. With ONE_ROUND_, the digits'
     BINS_ are twice the states' (the bound path's keys' one histogram spans both of the state's
-    histograms), so both states are zeroed as laid out for BINS_ // 2."""
+    histograms), so both states are zeroed as laid out for BINS_ // 2. With SEG_ and EARLY_, the segment's
+    first block (its positions t_early and their scores x_early, masked as the loop masks them) was loaded by
+    the caller before the thresholds, and the loop's first step over the segment takes it from there."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     if SEG_:  # (the loop then runs over the segment's slots, each read for its key)
@@ -226,9 +233,15 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
     for b0 in range(start, end, BLOCK):
         t = b0 + offs
         m = t < end
-        if SEG_:
-            t = tl.where(from_seg, tl.load(seg + t, mask=m & from_seg, other=0), t)
-        x = tl.load(base + t, mask=m, other=0.0)
+        if SEG_ and EARLY_:  # (the segment's first block is in t_early and x_early already)
+            early = from_seg & (b0 == 0)
+            later = m & (early == 0)
+            t = tl.where(early, t_early, tl.where(from_seg, tl.load(seg + t, mask=later & from_seg, other=0), t))
+            x = tl.where(early, x_early, tl.load(base + t, mask=later, other=0.0))
+        else:
+            if SEG_:
+                t = tl.where(from_seg, tl.load(seg + t, mask=m & from_seg, other=0), t)
+            x = tl.load(base + t, mask=m, other=0.0)
         d1, d2 = _digits(x, m_lo, scale, BINS_)
         if ONE_ROUND_:
             take = m & (d1 > t1)

@@ -236,7 +236,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
         launch(kn.topk_range_kernel, mgrid, *maxima_args, ws_first, mchunk, WINDOW=WINDOW_LIMIT, TRIGGER_=trigger,
                **consts)
     launch(kn.topk_hist_kernel, mgrid, *maxima_args, k, ws_first, mchunk, ROUND=1, WINDOW=WINDOW_LIMIT,
-           TRIGGER_=trigger, **consts)
+           TRIGGER_=trigger, EARLY_=bool(s["COUNT_EARLY"]), **consts)
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
     ballot = _claims(s)
@@ -247,13 +247,14 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
     launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk,
            *segs, WINDOW=window, MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"],
-           LANES_=lanes > 0, ASM_=asm, TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline, **sub,
+           LANES_=lanes > 0, ASM_=asm, TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline,
+           EARLY_=bool(s["COUNT_EARLY"]), **sub,
            **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
-           SEG_=s["SEGMENTS"], **consts)
+           SEG_=s["SEGMENTS"], EARLY_=bool(s["COMPACT_EARLY"]) and s["SEGMENTS"], **consts)
 
 
 def _resident_chunk(rows: int, width: int, s: dict, device) -> Optional[int]:

@@ -27,15 +27,22 @@ def _clean_runtime(clean_runtime):
     yield
 
 
-@pytest.fixture(params=[(False, False, False, False), (True, False, False, False), (True, True, False, False),
-                        (True, False, True, False), (True, False, False, True), (True, True, False, True)],
-                ids=["chunks", "segments", "prefetch", "lanes", "ballot", "ballot-prefetch"])
+@pytest.fixture(params=[(False, False, False, False, False), (True, False, False, False, False),
+                        (True, True, False, False, False), (True, False, True, False, False),
+                        (True, False, False, True, False), (True, True, False, True, False),
+                        (True, False, False, False, True), (True, False, False, True, True),
+                        (True, False, True, False, True), (False, False, False, False, True)],
+                ids=["chunks", "segments", "prefetch", "lanes", "ballot", "ballot-prefetch", "early",
+                     "ballot-early", "lanes-early", "chunks-early"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
     count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a
     sub-segment a row of 32 keys of a step (COUNT_LANES), or claiming its slots from a counter
-    (COUNT_BALLOT), or none of these."""
-    seg, ahead, lanes, ballot = request.param
+    (COUNT_BALLOT), or none of these; the count's and the compaction's independent loads first
+    (COUNT_EARLY, COMPACT_EARLY) or not."""
+    seg, ahead, lanes, ballot, early = request.param
+    monkeypatch.setattr(B, "COUNT_EARLY", early)
+    monkeypatch.setattr(B, "COMPACT_EARLY", early)
     monkeypatch.setattr(B, "SEGMENTS", seg)
     monkeypatch.setattr(B, "COUNT_PREFETCH", ahead)
     monkeypatch.setattr(B, "COUNT_STEP", 1024 if ahead else 0)
@@ -133,9 +140,10 @@ def test_one_value_and_outliers(segments):
 
 
 @needs_interpreter
+@pytest.mark.parametrize("early", [False, True], ids=["", "early"])
 @pytest.mark.parametrize("mode", ["segment", "lanes", "ballot"])
 @pytest.mark.parametrize("cap", [1, 7, None])
-def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, monkeypatch):
+def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, monkeypatch):
     """SEGMENTS: each program's count is the keys it admitted (their sum the keys' histogram's), its
     segment their positions in key order; a program whose segment overflows (a cap of 1 or 7) reads
     its chunk instead, and the answer is torch's either way. With COUNT_LANES, a step's row of 32 keys
@@ -143,8 +151,11 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, monkeyp
     segment holds the admitted keys, each row's in key order; a program with a sub-segment overflowed
     counts its segment's slots + 1. With COUNT_BALLOT the slots are claimed from the program's count:
     the segment holds its admitted keys, each once, in the claims' order, and the count is every key
-    the program admitted, past its slots where it overflowed."""
+    the program admitted, past its slots where it overflowed. With COUNT_EARLY and COMPACT_EARLY the
+    same (the compaction's early load of its segment's first block is unused where it overflowed)."""
     lanes, ballot = mode == "lanes", mode == "ballot"
+    monkeypatch.setattr(B, "COUNT_EARLY", early)
+    monkeypatch.setattr(B, "COMPACT_EARLY", early)
     monkeypatch.setattr(B, "SEGMENTS", True)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
     monkeypatch.setattr(B, "COUNT_BALLOT", ballot)
@@ -332,7 +343,8 @@ def _random_case(seed: int) -> tuple:
     settings = dict(TILE=rng.choice([0, 4, 8, 16, 32, 64]), BINS=rng.choice([32, 64, 128]), BLOCK=rng.choice([512, 1024]),
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
-                    COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3, COUNT_INLINE=rng.random() < 0.3)
+                    COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3, COUNT_INLINE=rng.random() < 0.3,
+                    COUNT_EARLY=rng.random() < 0.5, COMPACT_EARLY=rng.random() < 0.5)
     return x, k, lo, hi, settings
 
 

@@ -19,7 +19,12 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "rows": {"COUNT_LANES": True, "COUNT_BALLOT": False},
           "claimed": {"COUNT_LANES": False, "COUNT_BALLOT": True},
           "claimed, 1024 a step": {"COUNT_BALLOT": True, "COUNT_STEP": 1024},
-          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True}}
+          "claimed, ahead": {"COUNT_BALLOT": True, "COUNT_PREFETCH": True},
+          # the count's and the compaction's independent loads first (COUNT_EARLY, COMPACT_EARLY)
+          "prefix sums, inline, early": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_INLINE": True,
+                                         "COUNT_EARLY": True, "COMPACT_EARLY": True},
+          "rows, early": {"COUNT_LANES": True, "COUNT_BALLOT": False, "COUNT_EARLY": True, "COMPACT_EARLY": True},
+          "claimed, early": {"COUNT_LANES": False, "COUNT_BALLOT": True, "COUNT_EARLY": True, "COMPACT_EARLY": True}}
 
 
 def _count_launches(monkeypatch, kernel: str = "topk_bound_count_kernel") -> list:
@@ -56,6 +61,7 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     settings = dict(COUNTS[count], SEGMENTS=True)
     S._recorded_launches.clear()  # (else a shape's second test replays the first one's launches, unseen)
     seen = _count_launches(monkeypatch)
+    compactions = _count_launches(monkeypatch, "topk_bound_compact_kernel")
 
     def select():
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, val, ws, lens=hi, path="bound", settings=settings)
@@ -64,10 +70,12 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
         want = torch.where(idx >= 0, x.gather(1, idx.clamp(min=0).long()), torch.full_like(val, float("-inf")))
         return mismatched_rows(idx, x, lo, hi, k) == 0 and torch.equal(val, want) and int(ws.abs().sum()) == 0
     assert select() == "bound"
-    assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == (count in ("rows", "claimed",
-                        "claimed, 1024 a step", "claimed, ahead")) and kw["INLINE_"] == (count == "prefix sums, inline")
-                        and kw["LANES_"] == (count == "rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
-                        for kw in seen), seen
+    form = COUNTS[count]
+    assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == count.startswith(("rows", "claimed"))
+                        and kw["INLINE_"] == count.startswith("prefix sums, inline")
+                        and kw["LANES_"] == count.startswith("rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
+                        and kw["EARLY_"] == form.get("COUNT_EARLY", False) for kw in seen), seen
+    assert compactions and all(kw["EARLY_"] == form.get("COMPACT_EARLY", False) for kw in compactions), compactions
     assert exact()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
