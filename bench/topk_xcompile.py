@@ -57,6 +57,10 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("fused: compaction + selection", F.topk_select_kernel, {**common, **compact, "CAP_": F.CAP, "CB_": F.CB}, w),
         ("row: the one kernel", R.topk_row_kernel,
          {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False}, R.NUM_WARPS),
+        # and its row of at most two steps held in registers (HOLD: 128 x 8K's)
+        ("row: the one kernel, held", R.topk_row_kernel,
+         {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(8192), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False,
+          "HOLD_": True}, R.NUM_WARPS),
         # the tiles path: its own four kernels (its two selections are the rounds' above)
         ("tiles: tile maxima", T.topk_tile_max_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "PDL": True}, w),
         ("tiles: round 2 over the maxima", KN.topk_hist_kernel,

@@ -76,7 +76,8 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
     launch(rk.topk_row_kernel, (rows,), *_window_args(logits, indices, lo, hi, lens, next_n), k,
            indices, indices.stride(0), val, val.stride(0), cands,
            WINDOW=window, BLOCK_=s["BLOCK"], BINS_=s["BINS"] or rk.bins_for(width), CAP_=s["CAP"],
-           WRITE_VALUES=values is not None, PDL=pdl, **_launch_options(pdl, s["NUM_WARPS"]))
+           WRITE_VALUES=values is not None, PDL=pdl, HOLD_=bool(s["HOLD"]) and width <= 2 * s["BLOCK"],
+           **_launch_options(pdl, s["NUM_WARPS"]))
 
 
 def _tile(s: dict, width: int, k: int, path: str = "tiles") -> int:

@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
-from ._topk_kernels import _count_d1, _digits, _key, _key_range, _mapping, _score, _threshold, _window
+from ._topk_kernels import _count_d1, _digits, _key, _key_range, _mapping, _range_keys, _score, _threshold, _window
 
 # Launch settings, from bench.topk --sweep on the H200 (docs/perf_logs/topk_row_h200/call2_*): the
 # sort of the candidates costs what they are (128 x 8K, selection alone: 16 us at 512, 20 at
@@ -48,6 +48,11 @@ CAP = 512          # candidates (bin t's scores) a row sorts; more take the exac
 BLOCK = 4096
 NUM_WARPS = 16
 PDL = False        # launch as a programmatic dependent launch of the logits kernel (CUDA sm_90+)
+# Whether a program whose row fits two steps (width <= 2 * BLOCK) reads it once, into registers (two
+# steps' keys: 16 a thread at 16 warps and 4,096 a step), and finds its range, its histogram and its
+# output from there, where it otherwise reads the row from L2 three times, each pass a round trip and a
+# block-wide reduction behind it (128 x 8K: two steps a pass, one program an SM). A tuner axis.
+HOLD = False
 
 
 def bins_for(width: int) -> int:
@@ -65,7 +70,9 @@ def _ukey(x):
 def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
                     idx_ptr, stride_idx, val_ptr, stride_val, cand_ptr,
                     WINDOW: tl.constexpr, BLOCK_: tl.constexpr, BINS_: tl.constexpr, CAP_: tl.constexpr,
-                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr):
+                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr, HOLD_: tl.constexpr = False):
+    """With HOLD_ (HOLD, where the block's width is at most 2 * BLOCK_), the window's two steps are read
+    once, into registers, and the range, the histogram and the write pass work from there."""
     tl.static_assert(BLOCK_ < 65536, "the write pass packs two block counts in 16 bits each")
     if PDL:  # a programmatic dependent launch: wait for the kernel before (its writes) first
         tl_cuda.gdc_wait()
@@ -85,30 +92,41 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
             if WRITE_VALUES:
                 tl.store(out_val + (t - lo), tl.load(base + t, mask=m, other=0.0), mask=m)
     else:
-        kmin, kmax = _key_range(base, lo, hi, BLOCK_)
+        if HOLD_:  # the window's two steps, read once
+            t0 = lo + offs
+            t1 = t0 + BLOCK_
+            m0 = t0 < hi
+            m1 = t1 < hi
+            x0 = tl.load(base + t0, mask=m0, other=0.0)
+            x1 = tl.load(base + t1, mask=m1, other=0.0)
+            min0, max0 = _range_keys(x0, m0)
+            min1, max1 = _range_keys(x1, m1)
+            kmin = tl.min(tl.minimum(min0, min1), 0)
+            kmax = tl.max(tl.maximum(max0, max1), 0)
+        else:
+            kmin, kmax = _key_range(base, lo, hi, BLOCK_)
         m_lo, scale = _mapping(kmin, kmax, BINS_)  # a scale of 0: every score in bin 0
-        counts = _count_d1(base, lo, hi, m_lo, scale, BLOCK_, BINS_)
+        if HOLD_:
+            counts = (tl.histogram(_digits(x0, m_lo, scale, BINS_)[0], BINS_, mask=m0)
+                      + tl.histogram(_digits(x1, m_lo, scale, BINS_)[0], BINS_, mask=m1))
+        else:
+            counts = _count_d1(base, lo, hi, m_lo, scale, BLOCK_, BINS_)
         bt, above = _threshold(counts, k, BINS_)
         in_bin = tl.sum(tl.where(tl.arange(0, BINS_) == bt, counts, 0), 0)
         if in_bin <= CAP_:
             n_gt = above * 0
             n_in = above * 0
-            for b0 in range(lo, hi, BLOCK_):
-                t = b0 + offs
-                m = t < hi
-                x = tl.load(base + t, mask=m, other=0.0)
-                d1, d2 = _digits(x, m_lo, scale, BINS_)
-                gt = m & (d1 > bt)
-                inside = m & (d1 == bt)
-                both = tl.cumsum(gt.to(tl.int32) + (inside.to(tl.int32) << 16), 0)
-                slot_gt = n_gt + (both & 0xFFFF) - 1
-                tl.store(out_idx + slot_gt, t - lo, mask=gt)
-                if WRITE_VALUES:
-                    tl.store(out_val + slot_gt, x, mask=gt)
-                packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
-                tl.store(cands + n_in + (both >> 16) - 1, packed, mask=inside)
-                n_gt += tl.sum(gt.to(tl.int32), 0)
-                n_in += tl.sum(inside.to(tl.int32), 0)
+            if HOLD_:
+                n_gt, n_in = _write_step(x0, t0, m0, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_,
+                                         WRITE_VALUES)
+                n_gt, n_in = _write_step(x1, t1, m1, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_,
+                                         WRITE_VALUES)
+            else:
+                for b0 in range(lo, hi, BLOCK_):
+                    t = b0 + offs
+                    m = t < hi
+                    n_gt, n_in = _write_step(tl.load(base + t, mask=m, other=0.0), t, m, lo, bt, m_lo, scale, n_gt,
+                                             n_in, out_idx, out_val, cands, BINS_, WRITE_VALUES)
             tl.debug_barrier()  # the candidates this program's threads wrote, visible to all of them
             r = tl.arange(0, CAP_)
             best = tl.sort(tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1, cache_modifier=".cg"),
@@ -126,6 +144,25 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
         tl.store(out_idx + p, tl.full([BLOCK_], -1, tl.int32), mask=p < k)
         if WRITE_VALUES:
             tl.store(out_val + p, tl.full([BLOCK_], float("-inf"), tl.float32), mask=p < k)
+
+
+@triton.jit
+def _write_step(x, t, m, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_: tl.constexpr,
+                WRITE_VALUES: tl.constexpr):
+    """The write pass over one step's scores x at positions t (those under m): the scores above bin bt to
+    the output, bin bt's to the candidates, slots by one prefix sum (both counts packed in an int32);
+    returns the two counts so far."""
+    d1, d2 = _digits(x, m_lo, scale, BINS_)
+    gt = m & (d1 > bt)
+    inside = m & (d1 == bt)
+    both = tl.cumsum(gt.to(tl.int32) + (inside.to(tl.int32) << 16), 0)
+    slot_gt = n_gt + (both & 0xFFFF) - 1
+    tl.store(out_idx + slot_gt, t - lo, mask=gt)
+    if WRITE_VALUES:
+        tl.store(out_val + slot_gt, x, mask=gt)
+    packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
+    tl.store(cands + n_in + (both >> 16) - 1, packed, mask=inside)
+    return n_gt + tl.sum(gt.to(tl.int32), 0), n_in + tl.sum(inside.to(tl.int32), 0)
 
 
 @triton.jit

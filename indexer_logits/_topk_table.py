@@ -36,7 +36,7 @@ ALLOWED = {
                "BLOCK": (256, 512, 1024, 2048), "NUM_WARPS": (2, 4, 8), "PROGRAMS_PER_SM": (1, 2, 4, 8, 16, 32),
                "SCAN_SLOTS": (False, True), "PDL": (False, True, None), "TRIGGER": (False, True, None)},
     "row": {"BINS": (64, 128, 256, None), "CAP": (256, 512, 1024, 2048), "BLOCK": (1024, 2048, 4096, 8192),
-            "NUM_WARPS": (4, 8, 16, 32), "PDL": (False, True)},
+            "NUM_WARPS": (4, 8, 16, 32), "PDL": (False, True), "HOLD": (False, True)},
 }
 # the tiles path: the four kernels' settings (both of its selections), its tile (0: the model's),
 # whether its first selection stops at the bin that fits the pick, whether its own kernels

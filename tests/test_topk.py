@@ -103,6 +103,48 @@ def test_selection_exact(kind, path):
 
 
 @needs_interpreter
+@pytest.mark.parametrize("kind", ["randn", "small_ints", "with_inf", "outlier", "cands"])
+@pytest.mark.parametrize("width", [2048, 1500, 700])
+def test_row_path_held_in_registers(kind, width, monkeypatch):
+    """The row path with its row held in registers (HOLD, where the block is at most two steps wide: steps of
+    1,024 here): the launch holds it, and the answer is torch's for full, partial and empty windows, ties at
+    the k-th value, -inf keys, an outlier stretching the range (the exact rounds, which read the row again),
+    and a threshold bin of near-equal scores (the candidates' sort)."""
+    rows, k = 5, 256
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(rows, width, generator=g)
+    if kind == "small_ints":
+        x = torch.randint(0, 5, (rows, width), generator=g).float()
+    elif kind == "with_inf":
+        x[:, ::3] = float("-inf")
+    elif kind == "outlier":
+        x[:, 7] = 1e30
+    elif kind == "cands":
+        base = torch.tensor(1.0).view(torch.int32)
+        x[:, :] = -5.0
+        x[:, 0] = 3.0
+        x[:, 100:100 + 400] = (base + torch.arange(400, dtype=torch.int32) % 3).view(torch.float32)[:width - 100]
+    lo, hi = _windows(rows, width, seed=2)
+    held = []
+    real = S._recorded_launches.run
+
+    def run(tag, inputs, scalars, launches, out_index):
+        def spied(launch):
+            def one(fn, grid, *args, **kw):
+                held.append(kw.get("HOLD_"))
+                return launch(fn, grid, *args, **kw)
+            return launches(one)
+        return real(tag, inputs, scalars, spied, out_index)
+    monkeypatch.setattr(S._recorded_launches, "run", run)
+    ws = S.workspace(rows, "cpu")
+    idx, val = torch.full((rows, k), 7, dtype=torch.int32), torch.full((rows, k), 7.0)
+    assert S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path="row",
+                         settings={"BLOCK": 1024, "HOLD": True}) == "row"
+    assert held == [True]
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
 @pytest.mark.parametrize("path", S.PATHS)
 def test_selection_overflow_and_candidates(path):
     """More near-equal keys than the candidate buffer at the threshold (overflow path), and just

@@ -2,14 +2,16 @@
 # loads first (COUNT_EARLY, which also loads round 1's range before its window's test, and COMPACT_EARLY: off by
 # default, not in any table). (1) the bound count's GPU tests in the three early forms (prefix sums inline, rows,
 # claims; each with the compaction's early loads: 18 tests, exact eagerly and in replayed graphs, the launches
-# asserted to be the forms asked for); (2) early_ab.py: served against each early setting and both, end to end,
-# alternated; (3) on an H200 only (its standing was last read in the seventeenth session): bench.topk before, a
-# fresh tune-topk over the default space, bench.topk after.
-# Predicted (before the run): (1) all pass; (2) against served, us: count early -0.5 to -1.2 at 64x32K and 1x1M
-# (one L2 round trip of ~4 a program, in round 1 and in the count); compaction early -0.5 to -1.2 there (two of
-# ~7); both -1 to -2.2 at 64x32K, 1x1M and 32x16K; 64x128K and 16x256K level to -1 (16 and 8 steps a count
-# program, the first a smaller share); 128x8K (row: the control) level; the prefills within 1% (25 blocks x
-# ~1.5 us of ~6.3 ms); every row exact.
+# asserted to be the forms asked for); (2) early_ab.py: served against each early setting and both, and the row
+# path's row held in registers (HOLD, 127 registers at 16 warps cross-compiled, no spill), end to end, alternated;
+# (3) on an H200 only (its standing was last read in the seventeenth session): bench.topk before, a fresh tune-topk
+# over the default space, bench.topk after.
+# Predicted (before the run): (1) all pass; (2) against served, us: count early -0.5 to -1.2 at 64x32K and 1x1M (one
+# L2 round trip of ~4 a program, in round 1 and in the count); compaction early -0.5 to -1.2 there (two of ~7); both
+# -1 to -2.2 at 64x32K, 1x1M and 32x16K; 64x128K and 16x256K level to -1 (16 and 8 steps a count program, the first
+# a smaller share); 128x8K and 64x8K (row) level with the early settings, -1.5 to -3 us held (two of its three
+# passes over the row from L2 gone, each a round trip and a block-wide reduction); the prefills within 1% (25 blocks
+# x ~1.5 us of ~6.3 ms); every row exact.
 # (3) H200 only: 64x32K 1.27-1.31, 64x128K ~1.11, 1x1M 1.38-1.44, 128x8K ~1.40, prefill 1.35-1.42 / ~1.15.
 set -x
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)

@@ -4,7 +4,8 @@ their scores before the row's state and threshold) against as served, end to end
 graphs of 4 calls and the ragged prefill top-k eagerly, alternated in one process with the logits alone, every
 variant's answer checked first (topk_trigger/trigger_ab.py's cases, alternation and checks). A variant sets the
 module values, which no table entry names, so it reaches every bound call (decode and prefill blocks alike); where
-another path serves (128 x 8K, row) it is the served call again, a control.
+another path serves (128 x 8K and 64 x 8K, row) it is the served call again, a control. The row path's row held in
+registers (HOLD) likewise: a variant where row serves, a control elsewhere.
 
     python3 docs/perf_logs/topk_early/early_ab.py [--rounds 4] [--skip-prefill] [--out FILE]
 """
@@ -16,13 +17,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "topk_trigger"))
 
 import trigger_ab as T  # noqa: E402 (its decode and prefill cases, its alternation and checks)
-from indexer_logits import _topk_bound as B  # noqa: E402
+from indexer_logits import _topk_bound as B, _topk_row as R  # noqa: E402
 
 T.BINS_128 = False
+T.DECODE = T.DECODE + ((64, 8192),)
 T.VARIANTS[:] = [("served", {}),
                  ("count early", {(B, "COUNT_EARLY"): True}),
                  ("compaction early", {(B, "COMPACT_EARLY"): True}),
-                 ("both early", {(B, "COUNT_EARLY"): True, (B, "COMPACT_EARLY"): True})]
+                 ("both early", {(B, "COUNT_EARLY"): True, (B, "COMPACT_EARLY"): True}),
+                 ("row held", {(R, "HOLD"): True})]
 
 if __name__ == "__main__":
     sys.exit(T.main())
