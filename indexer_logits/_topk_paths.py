@@ -76,7 +76,7 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
     launch(rk.topk_row_kernel, (rows,), *_window_args(logits, indices, lo, hi, lens, next_n), k,
            indices, indices.stride(0), val, val.stride(0), cands,
            WINDOW=window, BLOCK_=s["BLOCK"], BINS_=s["BINS"] or rk.bins_for(width), CAP_=s["CAP"],
-           WRITE_VALUES=values is not None, PDL=pdl, HOLD_=bool(s["HOLD"]) and width <= 2 * s["BLOCK"],
+           WRITE_VALUES=values is not None, PDL=pdl, HOLD_=rk.holds(s["HOLD"], width, s["BLOCK"], s["NUM_WARPS"]),
            **_launch_options(pdl, s["NUM_WARPS"]))
 
 

@@ -144,6 +144,15 @@ def test_row_path_held_in_registers(kind, width, monkeypatch):
     assert_same_topk(idx, val, x, k, lo, hi)
 
 
+def test_row_path_holds_only_rows_of_two_steps_of_few_keys_a_thread():
+    """HOLD holds a row of at most two steps, each at most 8 keys a thread (more spilled, cross-compiled)."""
+    from indexer_logits import _topk_row as R
+    assert R.holds(True, 8192, 4096, 16) and R.holds(True, 4096, 2048, 8) and R.holds(True, 100, 4096, 16)
+    assert not R.holds(True, 8193, 4096, 16)  # three steps
+    assert not R.holds(True, 8192, 4096, 8) and not R.holds(True, 16384, 8192, 16)  # 16 keys a thread a step
+    assert not R.holds(False, 8192, 4096, 16) and not R.holds(None, 8192, 4096, 16)
+
+
 @needs_interpreter
 @pytest.mark.parametrize("path", S.PATHS)
 def test_selection_overflow_and_candidates(path):
