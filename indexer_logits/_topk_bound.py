@@ -102,13 +102,16 @@ COUNT_BALLOT = False
 # is not read (docs/perf_logs/topk_ballot, call 2).
 COUNT_INLINE = True
 # Whether the keys' count issues its mapping's loads and scans, and its first step's keys, before its window's
-# test, and round 1 over the maxima its range (COUNT_EARLY), and whether the compaction (with SEGMENTS) loads its segment's count, first positions
-# and their scores before the row's state and its threshold's scan (COMPACT_EARLY): the loads do not depend
-# on what they now precede, so a program's dependent L2 round trips shrink by one (round 1, the count) and two
-# (the compaction); each kernel's programs are a few steps long, so those round trips are most of a program's time
-# where the rows are few (1 x 1M: ~1,000 programs of two steps). Tuner axes.
-COUNT_EARLY = False
-COMPACT_EARLY = False
+# test, and round 1 over the maxima its range (COUNT_EARLY), and whether the compaction (with SEGMENTS) loads its
+# segment's count, first positions and their scores before the row's state and its threshold's scan
+# (COMPACT_EARLY): the loads do not depend on what they now precede, so a program's dependent L2 round trips
+# shrink by one (round 1, the count) and two (the compaction). Predicted 1-2.2 us less a decode call at 64 x 32K
+# and 1 x 1M; measured on an H100 (end to end, both on against off, alternated: docs/perf_logs/topk_early, call
+# 1): 64 x 32K -0.4 us, 1 x 1M +0.2 (the compaction's alone -0.4), 64 x 128K -1.7, 16 x 256K -0.9, 32 x 16K
+# -0.9; the prefills +1.7% and +4.4% where the run's control moved +1.0% and +3.6%. None: on for decode calls,
+# off for prefill blocks (resolved by _topk_select.plan_selection, as TRIGGER is).
+COUNT_EARLY = None
+COMPACT_EARLY = None
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096

@@ -51,9 +51,10 @@ PDL = False        # launch as a programmatic dependent launch of the logits ker
 # Whether a program whose row fits two steps (width <= 2 * BLOCK) reads it once, into registers (two
 # steps' keys: 16 a thread at 16 warps and 4,096 a step), and finds its range, its histogram and its
 # output from there, where it otherwise reads the row from L2 three times, each pass a round trip and a
-# block-wide reduction behind it (128 x 8K: two steps a pass, one program an SM). A tuner axis, read
-# where a step is at most 8 keys a thread (holds).
-HOLD = False
+# block-wide reduction behind it (128 x 8K: two steps a pass, one program an SM). Read where a step is at
+# most 8 keys a thread (holds). Predicted 1.5-3 us less at 128 x 8K; measured on an H100 (end to end, in
+# graphs, alternated: docs/perf_logs/topk_early, call 1) 128 x 8K 70.2 -> 69.3 us, 64 x 8K 48.6 -> 46.8.
+HOLD = True
 # Keys a thread a step up to which HOLD holds a row: cross-compiled (Triton 3.6, sm_90 and sm_120), the held
 # kernel takes 114-128 registers and spills nothing at 8 (4,096 keys at 16 warps, 2,048 at 8), and spills
 # 108-288 bytes at 16 or more (4,096 at 8 warps, 8,192 at 16, 2,048 at 4).

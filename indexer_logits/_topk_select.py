@@ -256,6 +256,8 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
     if path == "bound" and s["COUNT_LANES"] is None:  # the model's (_topk_bound.lanes_for)
         steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
         s = dict(s, COUNT_LANES=bound_kernels().lanes_for(kind, steps))
+    if path == "bound":  # the early loads: decode calls only where not set (_topk_bound.COUNT_EARLY)
+        s = dict(s, **{name: kind == "decode" for name in ("COUNT_EARLY", "COMPACT_EARLY") if s[name] is None})
     if path == "resident" and _resident_chunk(rows, width, s, device) is None:
         path, s = "rounds", path_settings("rounds")  # (its programs could not all be resident at once)
     words = rows * state_words(s) if path != "row" else 0  # the state and histograms read

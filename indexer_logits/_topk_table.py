@@ -53,7 +53,7 @@ ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KE
                     "SEGMENTS": (False, True), "COUNT_STEP": (0, 512, 1024, 2048, 4096),
                     "COUNT_PREFETCH": (False, True), "COUNT_LANES": (False, True, None),
                     "COUNT_BALLOT": (False, True), "COUNT_INLINE": (False, True),
-                    "COUNT_EARLY": (False, True), "COMPACT_EARLY": (False, True)}
+                    "COUNT_EARLY": (False, True, None), "COMPACT_EARLY": (False, True, None)}
 
 # the resident path (one launch, a row's programs meeting at barriers): keys a program (0: resident_shape's
 # model), keys a step, warps, the four kernels' bins, candidates, their ranking, slots and PDL

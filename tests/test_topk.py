@@ -220,6 +220,18 @@ def test_trigger_only_where_the_dependents_launch_with_pdl():
         assert plan.s["TRIGGER"] is want, kind
 
 
+def test_early_loads_for_decode_calls_only_where_not_set():
+    """COUNT_EARLY and COMPACT_EARLY None (the built-in): on for decode calls, off for prefill blocks and the
+    selection alone; set (a table's entry or the module's), as set."""
+    assert S.path_settings("bound")["COUNT_EARLY"] is None and S.path_settings("bound")["COMPACT_EARLY"] is None
+    for kind, want in (("decode", True), ("prefill", False), (None, False)):
+        plan = S.plan_selection(64, 32768, 2048, S.WINDOW_LIMIT, "cpu", kind=kind, path="bound")
+        assert plan.s["COUNT_EARLY"] is want and plan.s["COMPACT_EARLY"] is want, kind
+        plan = S.plan_selection(64, 32768, 2048, S.WINDOW_LIMIT, "cpu", kind=kind, path="bound",
+                                settings={"COUNT_EARLY": False, "COMPACT_EARLY": True})
+        assert plan.s["COUNT_EARLY"] is False and plan.s["COMPACT_EARLY"] is True, kind
+
+
 @needs_interpreter
 @pytest.mark.parametrize("path", ["rounds", "tiles", "bound"])
 def test_selection_with_trigger_set(path, monkeypatch):
