@@ -23,6 +23,24 @@ def trial_rows(db: Path) -> dict[str, dict]:
         con.close()
 
 
+def launches_of(monkeypatch, kernel: str) -> list:
+    """The keyword arguments of every top-k selection launch of `kernel` (its function's name) from here on,
+    recorded or not: the selection's launches go through _topk_select's _recorded_launches.run."""
+    from indexer_logits import _topk_select as S
+    seen, real = [], S._recorded_launches.run
+
+    def run(tag, inputs, scalars, launches, out_index):
+        def spied(launch):
+            def one(fn, grid, *args, **kw):
+                if fn.fn.__name__ == kernel:
+                    seen.append(kw)
+                return launch(fn, grid, *args, **kw)
+            return launches(one)
+        return real(tag, inputs, scalars, spied, out_index)
+    monkeypatch.setattr(S._recorded_launches, "run", run)
+    return seen
+
+
 def check_output(buf, out, ref, valid, clean: bool, rule: str) -> None:
     """A kernel's output `out` (a view of `buf`, NaN-filled past its width) against the reference
     on the valid positions; with clean logits, -inf exactly off `valid` (`rule` names that rule)."""

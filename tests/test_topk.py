@@ -11,6 +11,7 @@ import torch
 
 import indexer_logits as K
 from indexer_logits import _topk, _topk_kernels, _topk_select as S
+from _helpers import launches_of
 from conftest import INTERPRET
 from tuner.inputs import make_decode_inputs, make_prefill_inputs, make_prefill_paged_inputs
 from tuner.space import Problem
@@ -125,22 +126,12 @@ def test_row_path_held_in_registers(kind, width, monkeypatch):
         x[:, 0] = 3.0
         x[:, 100:100 + 400] = (base + torch.arange(400, dtype=torch.int32) % 3).view(torch.float32)[:width - 100]
     lo, hi = _windows(rows, width, seed=2)
-    held = []
-    real = S._recorded_launches.run
-
-    def run(tag, inputs, scalars, launches, out_index):
-        def spied(launch):
-            def one(fn, grid, *args, **kw):
-                held.append(kw.get("HOLD_"))
-                return launch(fn, grid, *args, **kw)
-            return launches(one)
-        return real(tag, inputs, scalars, spied, out_index)
-    monkeypatch.setattr(S._recorded_launches, "run", run)
+    launched = launches_of(monkeypatch, "topk_row_kernel")
     ws = S.workspace(rows, "cpu")
     idx, val = torch.full((rows, k), 7, dtype=torch.int32), torch.full((rows, k), 7.0)
     assert S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path="row",
                          settings={"BLOCK": 1024, "HOLD": True}) == "row"
-    assert held == [True]
+    assert [kw["HOLD_"] for kw in launched] == [True]
     assert_same_topk(idx, val, x, k, lo, hi)
 
 

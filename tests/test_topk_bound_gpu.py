@@ -10,6 +10,7 @@ import torch
 from bench.topk import mismatched_rows
 from indexer_logits import _topk_select as S
 
+from _helpers import launches_of
 from test_topk_gpu import _scores_of_kind
 
 pytestmark = pytest.mark.gpu
@@ -25,22 +26,6 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
                                          "COUNT_EARLY": True, "COMPACT_EARLY": True},
           "rows, early": {"COUNT_LANES": True, "COUNT_BALLOT": False, "COUNT_EARLY": True, "COMPACT_EARLY": True},
           "claimed, early": {"COUNT_LANES": False, "COUNT_BALLOT": True, "COUNT_EARLY": True, "COMPACT_EARLY": True}}
-
-
-def _count_launches(monkeypatch, kernel: str = "topk_bound_count_kernel") -> list:
-    """The keyword arguments of every launch of `kernel` from here on (recorded or not)."""
-    seen, real = [], S._recorded_launches.run
-
-    def run(tag, inputs, scalars, launches, out_index):
-        def spied(launch):
-            def one(fn, grid, *args, **kw):
-                if fn.fn.__name__ == kernel:
-                    seen.append(kw)
-                return launch(fn, grid, *args, **kw)
-            return launches(one)
-        return real(tag, inputs, scalars, spied, out_index)
-    monkeypatch.setattr(S._recorded_launches, "run", run)
-    return seen
 
 
 @pytest.mark.parametrize("count", list(COUNTS))
@@ -60,8 +45,8 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     ws = S.workspace(rows, "cuda")
     settings = dict(COUNTS[count], SEGMENTS=True)
     S._recorded_launches.clear()  # (else a shape's second test replays the first one's launches, unseen)
-    seen = _count_launches(monkeypatch)
-    compactions = _count_launches(monkeypatch, "topk_bound_compact_kernel")
+    seen = launches_of(monkeypatch, "topk_bound_count_kernel")
+    compactions = launches_of(monkeypatch, "topk_bound_compact_kernel")
 
     def select():
         return S.select_rows(x, k, S.WINDOW_LIMIT, idx, val, ws, lens=hi, path="bound", settings=settings)
