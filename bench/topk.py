@@ -33,6 +33,7 @@ from tuner.topk_tune import mismatched_rows, ref_sets  # noqa: F401  (tests and 
 DECODE = [(64, 32768), (64, 131072), (1, 1048576), (128, 8192)]
 PREFILL = [(4096, 65536), (2048, 1048576)]
 MIN_SCRATCH_ROWS = 16  # --scratch-mib sizes giving blocks of fewer rows are not timed (hundreds of launches)
+ROUNDS = 5  # decode: every variant timed in turn this many rounds, the best kept (tests/test_bench_topk.py: 1)
 DEVICE = "cuda"  # where the cases run (tests/test_bench_topk.py runs them on CPU at small shapes)
 
 
@@ -121,7 +122,7 @@ def decode_cases(k: int, sweep: bool, paths=("fused", "rounds")) -> list[dict]:
         for p in paths:
             fns[f"topk_{p}"] = on_path(p, lambda: K.fp8_paged_mqa_topk(*args, k, out=idx_buf))
         fns["torch_topk"] = lambda: torch.topk(K.fp8_paged_mqa_logits(*args, False, out=logits_buf), k, dim=1)
-        best = best_alternated(fns, 5)
+        best = best_alternated(fns, ROUNDS)
         row = {"case": f"decode {batch}x{ctx // 1024}K", "mismatched_rows": sum(bad.values()),
                "mismatched_by_path": bad, **{f"{n}_us": v for n, v in best.items()}}
         row["topk_us"] = best[f"topk_{paths[0]}"]

@@ -27,6 +27,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     torch.set_num_threads(max(1, _cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: .ci/triton_matrix.sh's venvs run without it
 def pytest_xdist_auto_num_workers(config):
     """-n auto: one worker on a GPU host (its tests time kernels and size memory on the one GPU, which
     workers side by side would disturb); on the CPU a worker a core, at most 8 (each holds torch and
