@@ -16,15 +16,12 @@ if not HAS_CUDA:
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 # Under pytest-xdist (README's test command: -n auto) each worker's torch takes its share of the cores, so
 # workers do not each start a thread per core.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    torch.set_num_threads(max(1, _cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    from tuner.tune import cpu_count
+
+    torch.set_num_threads(max(1, cpu_count() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: .ci/triton_matrix.sh's venvs run without it
@@ -34,7 +31,9 @@ def pytest_xdist_auto_num_workers(config):
     Triton's interpreter, ~0.5 GiB)."""
     if HAS_CUDA and not INTERPRET:
         return 1
-    return max(1, min(8, _cores()))
+    from tuner.tune import cpu_count
+
+    return min(8, cpu_count())
 
 
 def pytest_collection_modifyitems(config, items):

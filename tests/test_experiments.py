@@ -48,9 +48,14 @@ FAMILY_CASES = {
 KNOBS: dict[str, str] = {}
 
 
+def _each(configs: str) -> list[str]:
+    """The configs of a config list (JSON objects without nesting), as text."""
+    return re.findall(r"\{[^{}]*\}", configs)
+
+
 def _with_knob(configs: str, knob: str) -> str:
     """The config list with its first k_rows config repeated at its end with `knob` (a JSON member)."""
-    first = next(c for c in re.findall(r"\{[^{}]*\}", configs) if '"k_rows"' in c)
+    first = next(c for c in _each(configs) if '"k_rows"' in c)
     return configs[:-1] + "," + first[:-1] + "," + knob + "}]"
 # Folders under experiments/ that hold no template candidate (each says so in its README).
 NOT_CANDIDATES = {"gluon_decode"}
@@ -63,7 +68,7 @@ BUILT = "built:"  # a candidate built in tmp_path from templates/<family>.py.jin
 
 def _first(configs: str) -> str:
     """The config list cut to its first config."""
-    return "[" + re.findall(r"\{[^{}]*\}", configs)[0] + "]"
+    return "[" + _each(configs)[0] + "]"
 
 
 def _folders() -> list[Path]:
