@@ -111,8 +111,8 @@ def _split(tiles_per_program, warps=8, stages=3, store="tile"):
 def test_the_dot_is_as_slow_as_its_busiest_sm():
     """Model 5: 171 programs on 132 SMs put two on 39 of them, whose dot scores 24 tiles where
     256 programs' busiest SMs score 16 (bf16 next_n = 2, 1x128K: tp12 timed 17.4 us, tp8 13.6;
-    docs/perf_logs/blind_tune_h200/call5_untuned_long.sqlite). Model 4 took the mean share and
-    predicted the two alike."""
+    docs/perf_logs/blind_tune_h200/call5_untuned_long.sqlite at commit 8f5bc02). Model 4 took the mean
+    share and predicted the two alike."""
     h200, res = device("h200"), model.Resources(64, 82432, "wgmma")
     tp8 = model.decode_breakdown(h200, BF16_N2, _split(8), res, 1, 131072)
     tp12 = model.decode_breakdown(h200, BF16_N2, _split(12), res, 1, 131072)
@@ -138,7 +138,7 @@ def test_a_runs_first_tile_is_not_overlapped():
     """Model 8: a run's first tile has no tile before it to overlap, so a one-tile run gains nothing
     from a deeper pipeline in its chain, and a two-tile run costs more than one (bf16 next_n = 2,
     1x8K: tp1 at 1 / 3 stages timed 6.37 / 6.87 us, tp2 at 3 stages 7.65; docs/perf_logs/
-    blind_tune_h200/call5_untuned_long.sqlite). Model 7 gave every tile of a pipelined run half a
+    blind_tune_h200/call5_untuned_long.sqlite at commit 8f5bc02). Model 7 gave every tile of a pipelined run half a
     round trip."""
     h200 = device("h200")
     s1 = model.decode_breakdown(h200, BF16_N2, _split(1, stages=1), model.Resources(86, 49152, "wgmma"), 1, 8192)

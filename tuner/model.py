@@ -250,7 +250,8 @@ def decode_breakdown(device: Device, problem: Problem, config: Config, res: Reso
     # read and dot take turns (next_n = 2 at 1M: 2 stages ~1.8x the time of 3). A run's first tile
     # has nothing before it to overlap: its whole read, then its dot (model 8). So a one-tile run
     # gains nothing from stages (bf16 next_n = 2 at 1x8K, tp1: 1 / 2 / 3 stages 6.37 / 6.79 / 6.87
-    # us, docs/perf_logs/blind_tune_h200/call5_untuned_long.sqlite), and two tiles pay more than one.
+    # us, docs/perf_logs/blind_tune_h200/call5_untuned_long.sqlite at commit 8f5bc02), and two tiles pay
+    # more than one.
     # Fit, no new constant: top-1 regret over the stored H200 trials 1.031 -> 1.027, the blind
     # tunes' stores 1.049 -> 1.021 and 1.064 -> 1.025, the untuned problem's 1.030 -> 1.014.
     if depth >= 2:
