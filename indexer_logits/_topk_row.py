@@ -129,7 +129,10 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
             n_gt = above * 0
             n_in = above * 0
             if HOLD_:
-                _write_held(x0, t0, m0, x1, t1, m1, lo, bt, m_lo, scale, out_idx, out_val, cands, BINS_, WRITE_VALUES)
+                n_gt, n_in = _write_step(x0, t0, m0, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_,
+                                         WRITE_VALUES)
+                n_gt, n_in = _write_step(x1, t1, m1, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_,
+                                         WRITE_VALUES)
             else:
                 for b0 in range(lo, hi, BLOCK_):
                     t = b0 + offs
@@ -161,48 +164,17 @@ def _write_step(x, t, m, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cand
     """The write pass over one step's scores x at positions t (those under m): the scores above bin bt to
     the output, bin bt's to the candidates, slots by one prefix sum (both counts packed in an int32);
     returns the two counts so far."""
-    gt, inside, flags = _flags(x, m, bt, m_lo, scale, BINS_)
-    _store_step(x, t, lo, gt, inside, tl.cumsum(flags, 0), n_gt, n_in, out_idx, out_val, cands, WRITE_VALUES)
-    total = tl.sum(flags, 0)  # both counts in one reduction
-    return n_gt + (total & 0xFFFF), n_in + (total >> 16)
-
-
-@triton.jit
-def _write_held(x0, t0, m0, x1, t1, m1, lo, bt, m_lo, scale, out_idx, out_val, cands, BINS_: tl.constexpr,
-                WRITE_VALUES: tl.constexpr):
-    """_write_step over a held row's two steps at once: their packed counts joined as the columns of one
-    [BLOCK, 2] tensor, so that one prefix sum and one sum (each block-wide, behind barriers) give both steps'
-    slots, where a step at a time took a prefix sum and two sums each (the row path's program at 128 x 8K on an
-    H100: the write pass 4.9 us of 13.1, docs/perf_logs/topk_drain, call 1). Only the int32 counts are joined,
-    so the scores and keys stay a step's registers at a time."""
-    gt0, in0, f0 = _flags(x0, m0, bt, m_lo, scale, BINS_)
-    gt1, in1, f1 = _flags(x1, m1, bt, m_lo, scale, BINS_)
-    flags = tl.join(f0, f1)
-    both0, both1 = tl.split(tl.cumsum(flags, 0))
-    first = tl.sum(f0, 0)  # the first step's counts, which the second's slots follow
-    _store_step(x0, t0, lo, gt0, in0, both0, 0, 0, out_idx, out_val, cands, WRITE_VALUES)
-    _store_step(x1, t1, lo, gt1, in1, both1, first & 0xFFFF, first >> 16, out_idx, out_val, cands, WRITE_VALUES)
-
-
-@triton.jit
-def _flags(x, m, bt, m_lo, scale, BINS_: tl.constexpr):
-    """(above bin bt, in bin bt, both counts packed in an int32: a step holds fewer than 65,536 keys)."""
-    d1, _ = _digits(x, m_lo, scale, BINS_)
+    d1, d2 = _digits(x, m_lo, scale, BINS_)
     gt = m & (d1 > bt)
     inside = m & (d1 == bt)
-    return gt, inside, gt.to(tl.int32) + (inside.to(tl.int32) << 16)
-
-
-@triton.jit
-def _store_step(x, t, lo, gt, inside, both, n_gt, n_in, out_idx, out_val, cands, WRITE_VALUES: tl.constexpr):
-    """A step's scores above the bin to the output and its bin's to the candidates (key << 32 | the position's
-    complement), at the slots its inclusive prefix sum of packed counts `both` gives after n_gt / n_in."""
+    both = tl.cumsum(gt.to(tl.int32) + (inside.to(tl.int32) << 16), 0)
     slot_gt = n_gt + (both & 0xFFFF) - 1
     tl.store(out_idx + slot_gt, t - lo, mask=gt)
     if WRITE_VALUES:
         tl.store(out_val + slot_gt, x, mask=gt)
     packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
     tl.store(cands + n_in + (both >> 16) - 1, packed, mask=inside)
+    return n_gt + tl.sum(gt.to(tl.int32), 0), n_in + tl.sum(inside.to(tl.int32), 0)
 
 
 @triton.jit
