@@ -61,6 +61,13 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
         ("row: the one kernel, held", R.topk_row_kernel,
          {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(8192), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False,
           "HOLD_": True}, R.NUM_WARPS),
+        # and its write pass's stores by inline PTX (INLINE: on CUDA by default), held and not
+        ("row: the one kernel, held, inline stores", R.topk_row_kernel,
+         {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(8192), "CAP_": R.CAP, "WRITE_VALUES": False, "PDL": False,
+          "HOLD_": True, "INLINE_": True}, R.NUM_WARPS),
+        ("row: the one kernel, inline stores", R.topk_row_kernel,
+         {"WINDOW": 1, "BLOCK_": R.BLOCK, "BINS_": R.bins_for(WIDTH), "CAP_": R.CAP, "WRITE_VALUES": True, "PDL": False,
+          "INLINE_": True}, R.NUM_WARPS),
         # the tiles path: its own four kernels (its two selections are the rounds' above)
         ("tiles: tile maxima", T.topk_tile_max_kernel, {"WINDOW": 1, "TILE_": 16, "STEP": T.STEP_KEYS // 16, "PDL": True}, w),
         ("tiles: round 2 over the maxima", KN.topk_hist_kernel,

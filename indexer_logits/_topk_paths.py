@@ -77,6 +77,7 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
            indices, indices.stride(0), val, val.stride(0), cands,
            WINDOW=window, BLOCK_=s["BLOCK"], BINS_=s["BINS"] or rk.bins_for(width), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, PDL=pdl, HOLD_=rk.holds(s["HOLD"], width, s["BLOCK"], s["NUM_WARPS"]),
+           INLINE_=bool(s["INLINE"]) and logits.device.type == "cuda" and not interpreting(),  # (CUDA only)
            **_launch_options(pdl, s["NUM_WARPS"]))
 
 

@@ -29,6 +29,14 @@ def _store_where(addr, value, pred):
 
 
 @triton.jit
+def _store64_where(addr, value, pred):
+    """int64 value to each address where pred (a dummy 0 out)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b64 [$1], $3; mov.u32 $0, 0; }",
+        "=r,l,r,l", [addr.to(tl.int64), pred.to(tl.int32), value], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _claim_slots(counter, pred):
     """Distinct slots, claimed from the int32 at each `counter` address, for the elements where pred: a
     warp's admitted lanes of this register take one atomic between them (a ballot; the highest admitted

@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
+from ._topk_ptx import _store64_where, _store_where
 from ._topk_kernels import _count_d1, _digits, _key, _key_range, _mapping, _range_keys, _score, _threshold, _window
 
 # Launch settings, from bench.topk --sweep on the H200 (docs/perf_logs/topk_row_h200/call2_*): the
@@ -59,6 +60,14 @@ HOLD = True
 # kernel takes 114-128 registers and spills nothing at 8 (4,096 keys at 16 warps, 2,048 at 8), and spills
 # 108-288 bytes at 16 or more (4,096 at 8 warps, 8,192 at 16, 2,048 at 4).
 HOLD_KEYS_A_THREAD = 8
+# Whether the write pass stores its slots (the output's positions and scores, the candidates) by inline PTX on
+# CUDA (_topk_ptx._store_where, _store64_where), so that addresses, values and masks keep the step's layout:
+# tl.store converts them through shared memory behind barriers. Measured on an H100 (docs/perf_logs/topk_drain,
+# call 3, the kernel with its stores cut out as a diagnostic): the write pass's stores cost 4.7 of 15.6 us at
+# 128 x 8K (the candidates' 2.0, the output's 1.25). Inline (call 4, alternated, exact): the kernel 14.79 -> 13.10
+# us at 128 x 8K and 14.63 -> 13.02 at 64 x 8K; logits + top-k 1.277 -> 1.247 and 1.439 -> 1.389 of the logits;
+# cross-compiled for sm_90 at 16 warps, 127 -> 102 registers held, no spill.
+INLINE = True
 
 
 def holds(hold, width: int, block: int, num_warps: int) -> bool:
@@ -82,7 +91,8 @@ def _ukey(x):
 def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width, k,
                     idx_ptr, stride_idx, val_ptr, stride_val, cand_ptr,
                     WINDOW: tl.constexpr, BLOCK_: tl.constexpr, BINS_: tl.constexpr, CAP_: tl.constexpr,
-                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr, HOLD_: tl.constexpr = False):
+                    WRITE_VALUES: tl.constexpr, PDL: tl.constexpr, HOLD_: tl.constexpr = False,
+                    INLINE_: tl.constexpr = False):
     """With HOLD_ (HOLD, where the block's width is at most 2 * BLOCK_), the window's two steps are read
     once, into registers, and the range, the histogram and the write pass work from there."""
     tl.static_assert(BLOCK_ < 65536, "the write pass packs two block counts in 16 bits each")
@@ -130,15 +140,16 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
             n_in = above * 0
             if HOLD_:
                 n_gt, n_in = _write_step(x0, t0, m0, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_,
-                                         WRITE_VALUES)
+                                         WRITE_VALUES, INLINE_)
                 n_gt, n_in = _write_step(x1, t1, m1, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_,
-                                         WRITE_VALUES)
+                                         WRITE_VALUES, INLINE_)
             else:
                 for b0 in range(lo, hi, BLOCK_):
                     t = b0 + offs
                     m = t < hi
                     n_gt, n_in = _write_step(tl.load(base + t, mask=m, other=0.0), t, m, lo, bt, m_lo, scale, n_gt,
-                                             n_in, out_idx, out_val, cands, BINS_, WRITE_VALUES)
+                                             n_in, out_idx, out_val, cands, BINS_, WRITE_VALUES,
+                                             INLINE_)
             tl.debug_barrier()  # the candidates this program's threads wrote, visible to all of them
             r = tl.arange(0, CAP_)
             best = tl.sort(tl.load(cands + r, mask=r < in_bin, other=-9223372036854775807 - 1, cache_modifier=".cg"),
@@ -160,7 +171,7 @@ def topk_row_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, wid
 
 @triton.jit
 def _write_step(x, t, m, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cands, BINS_: tl.constexpr,
-                WRITE_VALUES: tl.constexpr):
+                WRITE_VALUES: tl.constexpr, INLINE_: tl.constexpr = False):
     """The write pass over one step's scores x at positions t (those under m): the scores above bin bt to
     the output, bin bt's to the candidates, slots by one prefix sum (both counts packed in an int32);
     returns the two counts so far."""
@@ -169,11 +180,17 @@ def _write_step(x, t, m, lo, bt, m_lo, scale, n_gt, n_in, out_idx, out_val, cand
     inside = m & (d1 == bt)
     both = tl.cumsum(gt.to(tl.int32) + (inside.to(tl.int32) << 16), 0)
     slot_gt = n_gt + (both & 0xFFFF) - 1
-    tl.store(out_idx + slot_gt, t - lo, mask=gt)
-    if WRITE_VALUES:
-        tl.store(out_val + slot_gt, x, mask=gt)
     packed = (_key(x).to(tl.int64) << 32) | (0x7FFFFFFF - t).to(tl.int64)
-    tl.store(cands + n_in + (both >> 16) - 1, packed, mask=inside)
+    if INLINE_:  # (inline PTX: the operands keep the step's layout, no trip through shared memory)
+        _store_where(out_idx + slot_gt, t - lo, gt)
+        if WRITE_VALUES:
+            _store_where(out_val.to(tl.pointer_type(tl.int32)) + slot_gt, x.to(tl.int32, bitcast=True), gt)
+        _store64_where(cands + n_in + (both >> 16) - 1, packed, inside)
+    else:
+        tl.store(out_idx + slot_gt, t - lo, mask=gt)
+        if WRITE_VALUES:
+            tl.store(out_val + slot_gt, x, mask=gt)
+        tl.store(cands + n_in + (both >> 16) - 1, packed, mask=inside)
     return n_gt + tl.sum(gt.to(tl.int32), 0), n_in + tl.sum(inside.to(tl.int32), 0)
 
 

@@ -132,6 +132,7 @@ def test_row_path_held_in_registers(kind, width, monkeypatch):
     assert S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path="row",
                          settings={"BLOCK": 1024, "HOLD": True}) == "row"
     assert [kw["HOLD_"] for kw in launched] == [True]
+    assert [kw["INLINE_"] for kw in launched] == [False]  # (inline PTX on CUDA only: tl.store's form here)
     assert_same_topk(idx, val, x, k, lo, hi)
 
 
