@@ -283,7 +283,8 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
     the path does not read is refused)."""
     if path == "row":
         rk = row_kernels()
-        s = dict(BINS=rk.BINS, CAP=rk.CAP, BLOCK=rk.BLOCK, NUM_WARPS=rk.NUM_WARPS, PDL=rk.PDL, HOLD=rk.HOLD, INLINE=rk.INLINE)
+        s = dict(BINS=rk.BINS, CAP=rk.CAP, BLOCK=rk.BLOCK, NUM_WARPS=rk.NUM_WARPS, PDL=rk.PDL, HOLD=rk.HOLD,
+                 INLINE=rk.INLINE)
     elif path == "rounds":
         kn = kernels()
         s = dict(BINS=kn.BINS, CAP=kn.CAP, RANK_TILE=kn.RANK_TILE, BLOCK=BLOCK, NUM_WARPS=NUM_WARPS,
