@@ -21,19 +21,17 @@ This probe, on the module that serves a 164-row block (its source copied, edited
 """
 
 import argparse
-import importlib.util
 import inspect
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import indexer_logits  # noqa: E402,F401  (the package first: its tables and modules)
+from _probe import module_from_source  # noqa: E402  (it imports indexer_logits first: its tables and modules)
 from bench.topk import best_alternated, graph_us  # noqa: E402
 from indexer_logits import _prefill, _topk  # noqa: E402
 from tuner.inputs import make_prefill_inputs  # noqa: E402
@@ -78,7 +76,7 @@ def _edit(src: str, old: str, new: str) -> str:
     return src.replace(old, new)
 
 
-def variant(path: Path, chunks_first: bool, stamped: bool, tmp: Path, name: str):
+def variant(path: Path, chunks_first: bool, stamped: bool, name: str):
     """The serving module's source with its grid transposed (chunks_first) and/or its programs stamped."""
     src = path.read_text()
     if chunks_first:
@@ -98,12 +96,7 @@ def variant(path: Path, chunks_first: bool, stamped: bool, tmp: Path, name: str)
         src = _edit(src, "num_warps=NUM_WARPS, num_stages=NUM_STAGES,\n    )",
                     "stamps_ptr=STAMPS[0], STAMP=STAMPS[0] is not None, num_warps=NUM_WARPS, "
                     "num_stages=NUM_STAGES,\n    )")
-    f = tmp / f"{name}.py"
-    f.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"drain_probe_{name}", f)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return module_from_source(src, f"drain_probe_{name}")
 
 
 def stamp_summary(st: torch.Tensor, launched: int) -> dict:
@@ -163,9 +156,8 @@ def main() -> int:
             "block_module": sel_block.variant, "block_rung": sel_block.rung, "full_module": sel_full.variant,
             "tile_max_block": sel_block.tile_max_block}
     print(json.dumps(info), flush=True)
-    tmp = Path(tempfile.mkdtemp(prefix="drain_probe_"))
-    mods = {"rows_first": variant(path, False, False, tmp, "rows_first"),
-            "chunks_first": variant(path, True, False, tmp, "chunks_first")}
+    mods = {"rows_first": variant(path, False, False, "rows_first"),
+            "chunks_first": variant(path, True, False, "chunks_first")}
     scratch = torch.empty((step, keys), dtype=torch.float32, device=dev)
     full = torch.empty((rows, keys), dtype=torch.float32, device=dev)
     tile = _topk.tiles_first_pass(step, keys, k, dev, "prefill")[0] or 16
@@ -216,7 +208,7 @@ def main() -> int:
     n = i1 - i0
     timelines = {}
     for order, chunks_first in (("rows_first", False), ("chunks_first", True)):
-        mod = variant(path, chunks_first, True, tmp, f"{order}_stamped")
+        mod = variant(path, chunks_first, True, f"{order}_stamped")
         launched = -(-n // mod.BLOCK_M.value) * -(-keys // mod.CHUNK)
         st = torch.zeros(launched * 4, dtype=torch.int64, device=dev)
         for epi in (False, True):

@@ -8,59 +8,31 @@ module goes beside this script first, its relative import made absolute, as call
     python3 docs/perf_logs/topk_drain/held_ab.py [--cases 128x8192,64x8192] [--rounds 7] [--out FILE]
 """
 
-import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-
-import indexer_logits as K  # noqa: E402
-from bench.topk import best_alternated  # noqa: E402
-from indexer_logits import _topk_row  # noqa: E402
-from tuner.inputs import make_decode_inputs  # noqa: E402
-from tuner.space import Problem  # noqa: E402
+from _probe import K_BEST, ab_arguments, decode_case, module_from_source, row_launch, row_source
+from bench.topk import best_alternated
+from indexer_logits import _topk_row
 
 BEFORE = "f60bb6c"
 
 
-def module_at(rev: str):
-    f = Path(__file__).with_name(f"row_{rev}.py")
-    spec = importlib.util.spec_from_file_location("held_ab_before", f)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", default="128x8192,64x8192")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    dev, k = torch.device("cuda"), 2048
-    before = module_at(BEFORE)
-    rk = _topk_row
+    a = ab_arguments(__doc__)
+    dev, k, rk = torch.device("cuda"), K_BEST, _topk_row
+    before = module_from_source(row_source(Path(__file__).with_name(f"row_{BEFORE}.py")), "held_ab_before")
     out = {"gpu": torch.cuda.get_device_name(), "before": BEFORE, "cases": {}}
     for case in a.cases.split(","):
-        batch, ctx = (int(x) for x in case.split("x"))
-        inp = make_decode_inputs(Problem(), batch, ctx, lens="full", device=dev, max_pool_bytes=3 << 30)
-        logits = K.fp8_paged_mqa_logits(inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx,
-                                        False)
-        lens = torch.full((batch,), ctx, dtype=torch.int32, device=dev)
+        batch, ctx, _, logits, lens = decode_case(case, dev)
         hold = rk.holds(rk.HOLD, ctx, rk.BLOCK, rk.NUM_WARPS)
         outs, fns = {}, {}
         for name, mod in (("step_at_a_time", before), ("joined", rk)):
             idx = torch.empty((batch, k), dtype=torch.int32, device=dev)
             cands = torch.empty((batch, rk.CAP), dtype=torch.int64, device=dev)
-            fns[name] = (lambda mod=mod, idx=idx, cands=cands: mod.topk_row_kernel[(batch,)](
-                logits, logits.stride(0), lens, lens, lens, 1, ctx, k, idx, idx.stride(0), idx, idx.stride(0), cands,
-                WINDOW=2, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(ctx), CAP_=rk.CAP, WRITE_VALUES=False, PDL=False,
-                HOLD_=hold, num_warps=rk.NUM_WARPS))
+            fns[name] = row_launch(mod.topk_row_kernel, logits, lens, idx, cands)
             fns[name]()
             outs[name] = idx
         torch.cuda.synchronize()

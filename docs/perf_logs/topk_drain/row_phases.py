@@ -13,23 +13,15 @@ phase's first instruction needs them, so each figure is that phase plus the late
 """
 
 import argparse
-import importlib.util
-import inspect
 import json
 import statistics
-import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-
-import indexer_logits as K  # noqa: E402
-from bench.topk import graph_us  # noqa: E402
-from indexer_logits import _topk_row  # noqa: E402
-from tuner.inputs import make_decode_inputs  # noqa: E402
-from tuner.space import Problem  # noqa: E402
+from _probe import K_BEST, decode_case, module_from_source, row_launch, row_source
+from bench.topk import graph_us
+from indexer_logits import _topk_row
 
 TIMER = '''
 
@@ -57,12 +49,13 @@ MARKS = [
 ]
 
 
-def stamped_module(tmp: Path):
-    src = Path(inspect.getsourcefile(_topk_row)).read_text()
-    src = src.replace("from ._topk_kernels import", "from indexer_logits._topk_kernels import")
+def stamped_module():
+    """_topk_row with the timer read at each phase's end (launched without INLINE_: tl.store's form, the one
+    calls 1 and 2 ran)."""
+    src = row_source()
     for old, new in (("\n@triton.jit\ndef topk_row_kernel(", TIMER + "\n@triton.jit\ndef topk_row_kernel("),
-                     ("WRITE_VALUES: tl.constexpr, PDL: tl.constexpr, HOLD_: tl.constexpr = False):",
-                      "WRITE_VALUES: tl.constexpr, PDL: tl.constexpr, HOLD_: tl.constexpr = False, stamps_ptr=None):")):
+                     ("HOLD_: tl.constexpr = False,\n                    INLINE_: tl.constexpr = False):",
+                      "HOLD_: tl.constexpr = False,\n                    INLINE_: tl.constexpr = False, stamps_ptr=None):")):
         if src.count(old) != 1:
             raise SystemExit(f"row_phases: expected one {old!r} in _topk_row")
         src = src.replace(old, new)
@@ -78,12 +71,7 @@ def stamped_module(tmp: Path):
     if src.count(end) != 1:
         raise SystemExit("row_phases: the kernel's end not found")
     src = src.replace(end, "\n    _mark(stamps_ptr, row, 6)\n" + end)
-    f = tmp / "row_stamped.py"
-    f.write_text(src)
-    spec = importlib.util.spec_from_file_location("row_phases_stamped", f)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return module_from_source(src, "row_phases_stamped")
 
 
 def main() -> int:
@@ -91,28 +79,17 @@ def main() -> int:
     ap.add_argument("--case", default="128x8192")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    batch, ctx = (int(x) for x in a.case.split("x"))
-    dev = torch.device("cuda")
-    k = 2048
-    inp = make_decode_inputs(Problem(), batch, ctx, lens="full", device=dev, max_pool_bytes=3 << 30)
-    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx)
-    logits = K.fp8_paged_mqa_logits(*args, False)
-    lens = torch.full((batch,), ctx, dtype=torch.int32, device=dev)
-    rk = _topk_row
+    dev, k, rk = torch.device("cuda"), K_BEST, _topk_row
+    batch, ctx, _, logits, lens = decode_case(a.case, dev)
     block, warps, cap = rk.BLOCK, rk.NUM_WARPS, rk.CAP
     bins = rk.bins_for(ctx)
     hold = rk.holds(rk.HOLD, ctx, block, warps)
-    mod = stamped_module(Path(tempfile.mkdtemp(prefix="row_phases_")))
+    mod = stamped_module()
     idx = torch.empty((batch, k), dtype=torch.int32, device=dev)
     cands = torch.empty((batch, cap), dtype=torch.int64, device=dev)
     st = torch.zeros((batch, 8), dtype=torch.int64, device=dev)
-
-    def launch(kernel, **extra):
-        return lambda: kernel[(batch,)](logits, logits.stride(0), lens, lens, lens, 1, ctx, k, idx, idx.stride(0), idx,
-                                        idx.stride(0), cands, WINDOW=2, BLOCK_=block, BINS_=bins, CAP_=cap,
-                                        WRITE_VALUES=False, PDL=False, HOLD_=hold, num_warps=warps, **extra)
-
-    plain, stamped = launch(rk.topk_row_kernel), launch(mod.topk_row_kernel, stamps_ptr=st)
+    plain = row_launch(rk.topk_row_kernel, logits, lens, idx, cands, k)
+    stamped = row_launch(mod.topk_row_kernel, logits, lens, idx, cands, k, stamps_ptr=st)
     plain()
     want = torch.sort(idx.clone(), dim=1).values
     stamped()

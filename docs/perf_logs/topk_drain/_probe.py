@@ -1,0 +1,73 @@
+"""What this folder's probes share: a kernel module's source edited and imported, the decode logits of a case, the
+row path's kernel launched directly over them, and their command line."""
+
+import argparse
+import importlib.util
+import inspect
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import indexer_logits as K  # noqa: E402
+from indexer_logits import _topk_row  # noqa: E402
+from tuner.inputs import make_decode_inputs  # noqa: E402
+from tuner.space import Problem  # noqa: E402
+
+K_BEST = 2048
+
+
+def module_from_source(src: str, name: str):
+    """`src` written to a temporary file and imported as `name` (Triton's JIT reads a kernel's source from a file)."""
+    f = Path(tempfile.mkdtemp(prefix=f"{name}_")) / f"{name}.py"
+    f.write_text(src)
+    spec = importlib.util.spec_from_file_location(name, f)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def row_source(path=None) -> str:
+    """_topk_row's source (or the file at `path`), its relative import made absolute."""
+    src = Path(path or inspect.getsourcefile(_topk_row)).read_text()
+    return src.replace("from ._topk_kernels import", "from indexer_logits._topk_kernels import").replace(
+        "from ._topk_ptx import", "from indexer_logits._topk_ptx import")
+
+
+def decode_case(case: str, dev):
+    """(batch, ctx, the logits call's arguments, its logits, every row's length) of a "BxCTX" case, bench.topk's
+    inputs (full lengths)."""
+    batch, ctx = (int(x) for x in case.split("x"))
+    inp = make_decode_inputs(Problem(), batch, ctx, lens="full", device=dev, max_pool_bytes=3 << 30)
+    args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx)
+    logits = K.fp8_paged_mqa_logits(*args, False)
+    return batch, ctx, args, logits, torch.full((batch,), ctx, dtype=torch.int32, device=dev)
+
+
+def row_launch(kernel, logits, lens, idx, cands, k: int = K_BEST, **extra):
+    """A launch of a row-path kernel (a _topk_row.topk_row_kernel or an edited copy) over `logits` with the
+    module's settings, every row's window [0, lens[row]), indices into idx, no scores."""
+    rk = _topk_row
+    rows, width = logits.shape
+    hold = rk.holds(rk.HOLD, width, rk.BLOCK, rk.NUM_WARPS)
+    return lambda: kernel[(rows,)](logits, logits.stride(0), lens, lens, lens, 1, width, k, idx, idx.stride(0), idx,
+                                   idx.stride(0), cands, WINDOW=2, BLOCK_=rk.BLOCK, BINS_=rk.bins_for(width),
+                                   CAP_=rk.CAP, WRITE_VALUES=False, PDL=False, HOLD_=hold, num_warps=rk.NUM_WARPS,
+                                   **extra)
+
+
+def same_as_torch(idx, logits, k: int = K_BEST) -> bool:
+    """Whether idx holds each row's k best positions (as sets) by torch.topk (no ties on these inputs)."""
+    ref = torch.sort(torch.topk(logits, k, dim=1).indices.int(), dim=1).values
+    return bool(torch.equal(torch.sort(idx, dim=1).values, ref))
+
+
+def ab_arguments(doc: str, cases: str = "128x8192,64x8192", rounds: int = 7):
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--cases", default=cases)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--out", default=None)
+    return ap.parse_args()
