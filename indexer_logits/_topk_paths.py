@@ -67,6 +67,11 @@ def _launch_fused(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            WRITE_VALUES=values is not None, BINS_=BINS, SCAN_SLOTS=s["SCAN_SLOTS"], CB_=s["CB"], PDL=pdl, **options)
 
 
+def _inline_ptx(t: torch.Tensor) -> bool:
+    """Whether kernels reading `t` may take their inline-PTX forms (_topk_ptx): CUDA only, not the interpreter."""
+    return t.device.type == "cuda" and not interpreting()
+
+
 def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi, lens, next_n, scratch=()) -> None:
     """The one-kernel path (indexer_logits._topk_row): a program a row, a candidate buffer of CAP a row."""
     rk = row_kernels()
@@ -77,7 +82,7 @@ def _launch_row(launch, s, logits, k, window, indices, values, ws, cands, lo, hi
            indices, indices.stride(0), val, val.stride(0), cands,
            WINDOW=window, BLOCK_=s["BLOCK"], BINS_=s["BINS"] or rk.bins_for(width), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, PDL=pdl, HOLD_=rk.holds(s["HOLD"], width, s["BLOCK"], s["NUM_WARPS"]),
-           INLINE_=bool(s["INLINE"]) and logits.device.type == "cuda" and not interpreting(),  # (CUDA only)
+           INLINE_=bool(s["INLINE"]) and _inline_ptx(logits),
            **_launch_options(pdl, s["NUM_WARPS"]))
 
 
@@ -242,7 +247,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
     ballot = _claims(s)
-    cuda = logits.device.type == "cuda" and not interpreting()  # (inline PTX: CUDA only)
+    cuda = _inline_ptx(logits)
     asm = (lanes > 0 or ballot) and cuda
     inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot)
     # (the sub-segments' slots as a power of two: the registers the count packs them through)

@@ -18,6 +18,15 @@ from tuner.inputs import make_decode_inputs  # noqa: E402
 from tuner.space import Problem  # noqa: E402
 
 K_BEST = 2048
+# The source of a Triton helper reading the GPU's %globaltimer (ns; it moves in steps of 0.256 us on an H100), for
+# the probes that add it to a kernel's module
+GTIMER_SOURCE = '''
+
+@triton.jit
+def _gtimer(dummy):
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy], dtype=tl.int64, is_pure=False,
+                                     pack=1)
+'''
 
 
 def module_from_source(src: str, name: str):

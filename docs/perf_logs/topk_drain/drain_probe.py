@@ -31,19 +31,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from _probe import module_from_source  # noqa: E402  (it imports indexer_logits first: its tables and modules)
+from _probe import GTIMER_SOURCE, module_from_source  # noqa: E402  (it imports indexer_logits first: its tables and modules)
 from bench.topk import best_alternated, graph_us  # noqa: E402
 from indexer_logits import _prefill, _topk  # noqa: E402
 from tuner.inputs import make_prefill_inputs  # noqa: E402
 from tuner.space import Problem  # noqa: E402
 
-STAMP_HELPERS = '''
-
-@triton.jit
-def _gtimer(dummy):
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy], dtype=tl.int64, is_pure=False,
-                                     pack=1)
-
+STAMP_HELPERS = GTIMER_SOURCE + '''
 
 @triton.jit
 def _smid(dummy):

@@ -19,17 +19,11 @@ from pathlib import Path
 
 import torch
 
-from _probe import K_BEST, decode_case, module_from_source, row_launch, row_source
+from _probe import GTIMER_SOURCE, K_BEST, decode_case, module_from_source, row_launch, row_source
 from bench.topk import graph_us
 from indexer_logits import _topk_row
 
-TIMER = '''
-
-@triton.jit
-def _gtimer(dummy):
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy], dtype=tl.int64, is_pure=False,
-                                     pack=1)
-
+TIMER = GTIMER_SOURCE + '''
 
 @triton.jit
 def _mark(stamps_ptr, row, i: tl.constexpr):
