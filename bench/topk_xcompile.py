@@ -118,6 +118,14 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
            {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "BALLOT_": b, "ASM_": b, "INLINE_": not b,
             "EARLY_": True}, w)
           for b in (False, True)),
+        # and its count filling a sub-segment a warp by votes (COUNT_VOTE), at two steps (4 and 8 keys a thread) and
+        # with its loads early, and the compaction reading those sub-segments (with its loads early: the decode form)
+        *((f"bound: count, {c} a step, voted{', loads early' if e else ''} (SEGMENTS)", BC.topk_bound_count_kernel,
+           {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "VOTE_": w, "ASM_": True,
+            "PACK_": c // (32 * w), "EARLY_": e}, w)
+          for c, e in ((512, False), (1024, False), (512, True))),
+        ("bound: compaction, voted sub-segments, loads early (SEGMENTS)", B.topk_bound_compact_kernel,
+         {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": True, "VOTE_": w, "EARLY_": True}, w),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),

@@ -46,7 +46,7 @@ import triton
 import triton.language as tl
 
 from ._topk_digits import _range, _start, _threshold, _window
-from ._topk_kernels import _compact
+from ._topk_kernels import _compact, _voted_slots
 
 TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
 # Whether the keys' count also writes the positions of the keys it admits to a segment per program
@@ -101,6 +101,15 @@ COUNT_BALLOT = False
 # H100, end to end, 64 x 32K 127.5 -> 126.1 us, 1 x 1M 74.3 -> 73.2, 32 x 16K 49.8 -> 49.4, level where it
 # is not read (docs/perf_logs/topk_ballot, call 2).
 COUNT_INLINE = True
+# Whether the keys' count (with SEGMENTS) gives each of a program's warps a sub-segment of its own and slots in it
+# by a vote a register and the warp's running count in registers (_topk_ptx._vote_step on CUDA: no atomic that
+# answers, no barrier, no shared memory in the loop), each warp's count stored at the end; the compaction reads
+# the sub-segments as one list (_topk_kernels._voted_slots). Over COUNT_BALLOT and COUNT_LANES. Why: cross-compiled
+# for sm_90 (512 keys a step, 4 warps), the prefix-sum step as served is ~260 instructions a warp and five barriers
+# (~65 a key), the claimed step's ~75 but an answering atomic a register where a warp admits a key (most, on a
+# prefill block); the count is the prefill's largest selection kernel (33 us of a 164-row block's ~80, where its
+# keys' load and digits alone take ~15: docs/perf_logs/topk_count_step_h100, call 5).
+COUNT_VOTE = False
 # Whether the keys' count issues its mapping's loads and scans, and its first step's keys, before its window's
 # test, and round 1 over the maxima its range (COUNT_EARLY), and whether the compaction (with SEGMENTS) loads its
 # segment's count, first positions and their scores before the row's state and its threshold's scan
@@ -183,25 +192,45 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
                               WINDOW: tl.constexpr, BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr,
                               WRITE_VALUES: tl.constexpr, BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr,
                               RANK_TILE_: tl.constexpr, PDL: tl.constexpr,
-                              SEG_: tl.constexpr = False, EARLY_: tl.constexpr = False):
+                              SEG_: tl.constexpr = False, EARLY_: tl.constexpr = False, VOTE_: tl.constexpr = 0):
     """Step 4: the four kernels' compaction (_topk_kernels._compact) with the one histogram: bin 0
     read as holding k keys, so the threshold is bin 0 only where bins 1 and up hold fewer than k.
     With SEG_, a program reads its segment in place of its chunk where the segment holds every key
     the chunk admitted and the threshold is above bin 0 (so every key taken or a candidate is there).
     With SEG_ and EARLY_ (COMPACT_EARLY), the segment's count, its first block of positions and their
-    scores are loaded first, before the row's state and thresholds, which they do not depend on."""
+    scores are loaded first, before the row's state and thresholds, which they do not depend on. With SEG_ and
+    VOTE_ (the count's warps, COUNT_VOTE), the segment is VOTE_ sub-segments of seg_cap // VOTE_ slots, each
+    with its count (counts[row, chunk, warp]), read as one list (_voted_slots); the chunk is read where any
+    overflowed."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     t_early = None
     x_early = None
+    at = row * tl.num_programs(1) + chunk
+    VOTING: tl.constexpr = SEG_ and VOTE_ > 0
+    voted = counts_ptr + at * VOTE_  # the warps' counts (read with VOTING only)
+    sub_cap = seg_cap
+    if VOTING:  # the segment holds every admitted key where no warp's sub-segment overflowed
+        sub_cap = seg_cap // VOTE_
+        n_voted = at * 0
+        fits = n_voted == 0
+        for w in tl.static_range(VOTE_):
+            n = tl.load(voted + w)
+            n_voted += n
+            fits = fits & (n <= sub_cap)
     if SEG_ and EARLY_:  # (three dependent loads, in flight while the thresholds are found)
-        at = row * tl.num_programs(1) + chunk
-        n_early = tl.load(counts_ptr + at)
         first = tl.arange(0, BLOCK)
-        # the loop's mask for its first block of the segment, where the segment is read (a segment that
-        # overflowed may hold unwritten slots: the count by rows leaves its sub-segments unpacked)
-        held = (first < n_early) & (n_early <= seg_cap)
-        t_early = tl.load(seg_ptr + at.to(tl.int64) * seg_cap + first, mask=held, other=0)
+        if VOTING:
+            n_early = n_voted
+            held = (first < n_early) & fits
+            t_early = tl.load(seg_ptr + at.to(tl.int64) * seg_cap + _voted_slots(first, voted, sub_cap, VOTE_),
+                              mask=held, other=0)
+        else:
+            n_early = tl.load(counts_ptr + at)
+            # the loop's mask for its first block of the segment, where the segment is read (a segment that
+            # overflowed may hold unwritten slots: the count by rows leaves its sub-segments unpacked)
+            held = (first < n_early) & (n_early <= seg_cap)
+            t_early = tl.load(seg_ptr + at.to(tl.int64) * seg_cap + first, mask=held, other=0)
         x_early = tl.load(logits_ptr + row.to(tl.int64) * stride_row + t_early, mask=held, other=0.0)
     # the count's mapping, bit for bit (zero where the row holds at most k keys: all of them taken then)
     m_lo = tl.load(st + 12).to(tl.float32, bitcast=True)
@@ -214,15 +243,21 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     t1 = tl.where(whole, -1, t1)
     above = tl.where(whole, total, above)
     out_idx = idx_ptr + row.to(tl.int64) * stride_idx
-    at = row * tl.num_programs(1) + chunk
     n_seg = at * 0
-    if SEG_:
+    held_all = n_seg == 0  # (without SEG_: not read)
+    if VOTING:
+        n_seg = n_voted
+        held_all = fits
+    elif SEG_:
         if EARLY_:
             n_seg = n_early
         else:
             n_seg = tl.load(counts_ptr + at)
+        held_all = n_seg <= seg_cap
     _compact(logits_ptr + row.to(tl.int64) * stride_row, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_,
              out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
              BLOCK, KP, CAP_, WRITE_VALUES, KB, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
              ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
-             from_seg=(t1 > 0) & (n_seg <= seg_cap), SEG_=SEG_, EARLY_=EARLY_, t_early=t_early, x_early=x_early)
+             from_seg=(t1 > 0) & held_all, SEG_=SEG_, EARLY_=EARLY_, t_early=t_early, x_early=x_early,
+             voted=voted, sub_cap=sub_cap, VOTE_=VOTE_ if SEG_ else 0)
+

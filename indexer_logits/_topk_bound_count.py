@@ -13,7 +13,9 @@ import triton.language as tl
 
 from ._topk_bound import _bound_mapping, _program
 from ._topk_digits import _digits
-from ._topk_ptx import _claim_slots, _red_add_one, _store_where
+from ._topk_ptx import VOTE_PACKS, _claim_slots, _red_add_one, _store_warp_count, _store_where, _vote_step
+
+__all__ = ["VOTE_PACKS", "topk_bound_count_kernel"]  # (VOTE_PACKS: the steps _topk_paths lets COUNT_VOTE read)
 
 
 @triton.jit
@@ -57,6 +59,44 @@ def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, 
             slot = tl.atomic_add(at, 1, mask=admitted, sem="relaxed")
             tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
             tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
+
+
+@triton.jit
+def _count_voting(base, start, end, m_lo, scale, hist, seg, sub_cap, counts, ahead, BLOCK: tl.constexpr,
+                  KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr, EARLY_: tl.constexpr,
+                  WARPS_: tl.constexpr, PACK_: tl.constexpr):
+    """topk_bound_count_kernel's loop with VOTE_: each warp's admitted keys to a sub-segment of its own (sub_cap
+    slots: warp w's at seg + w * sub_cap), slots by a vote a register and the warp's running count
+    (_topk_ptx._vote_step: no atomic answers, no barrier, no layout conversion), and each warp's count to
+    counts[w] at the end (past sub_cap where its sub-segment overflowed: the compaction then reads the chunk).
+    Without ASM_ (the interpreter) a "warp" is a WARPS_-th of the step's positions, slots by prefix sums: the
+    same sub-segments and counts, filled by another split of the keys. Each warp's count in every element it
+    holds (ASM_), or a warp a row (not)."""
+    if ASM_:
+        tl.static_assert(BLOCK == PACK_ * 32 * WARPS_, "_count_voting: a step is PACK_ keys a thread")
+        offs = tl.arange(0, BLOCK)
+        n = tl.zeros([BLOCK], tl.int32)
+        for b0 in range(start, end, BLOCK):
+            t = b0 + offs
+            d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_, b0 == start,
+                                               EARLY_)
+            n = _vote_step(n, t, admitted, hist + d1, seg, sub_cap, PACK_)
+        _store_warp_count(counts, n, PACK_)
+    else:
+        G: tl.constexpr = BLOCK // WARPS_
+        warp = tl.arange(0, WARPS_)
+        offs = warp[:, None] * G + tl.arange(0, G)[None, :]
+        n = tl.zeros([WARPS_], tl.int32)
+        for b0 in range(start, end, BLOCK):
+            t = b0 + offs
+            m = t < end
+            d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
+            admitted = m & (d1 > 0)
+            slot = n[:, None] + tl.cumsum(admitted.to(tl.int32), 1) - 1
+            tl.atomic_add(hist + d1, 1, mask=admitted, sem="relaxed")
+            tl.store(seg + warp[:, None] * sub_cap + slot, t, mask=admitted & (slot < sub_cap))
+            n += tl.sum(admitted.to(tl.int32), 1)
+        tl.store(counts + warp, n)
 
 
 @triton.jit
@@ -109,7 +149,8 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                             SEG_: tl.constexpr = False, PREFETCH_: tl.constexpr = False,
                             LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64,
                             TRIGGER_: tl.constexpr = False, BALLOT_: tl.constexpr = False,
-                            INLINE_: tl.constexpr = False, EARLY_: tl.constexpr = False):
+                            INLINE_: tl.constexpr = False, EARLY_: tl.constexpr = False,
+                            VOTE_: tl.constexpr = 0, PACK_: tl.constexpr = 1):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
@@ -124,7 +165,9 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     nor BALLOT_), the prefix sum's step makes its atomics and stores by inline PTX (COUNT_INLINE). With
     EARLY_ (COUNT_EARLY), the mapping's loads and scans and (but with LANES_) the first step's keys come
     before the window's test, which they do not depend on, so that their L2 round trips overlap the
-    window's and each other's."""
+    window's and each other's. With SEG_ and VOTE_ (the program's warps: COUNT_VOTE, over BALLOT_ and LANES_),
+    each warp's admitted keys go to a sub-segment of seg_cap // VOTE_ slots of its own, by votes, and its count
+    to counts[row, chunk, warp] (_count_voting; PACK_: the keys a thread a step)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL, TRIGGER_)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -134,7 +177,15 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     seg = seg_ptr + at.to(tl.int64) * seg_cap
     n_seg = chunk * 0
     KB: tl.constexpr = 2 * BINS_
-    if SEG_ and BALLOT_:  # the program's slot counter, zero before any thread claims from it
+    VOTING: tl.constexpr = SEG_ and VOTE_ > 0
+    if VOTING:  # (every warp's count is stored, a program that reads nothing included)
+        sub_cap = seg_cap // VOTE_
+        counts = counts_ptr + at * VOTE_
+        if not ASM_:
+            tl.store(counts + tl.arange(0, VOTE_), tl.zeros([VOTE_], tl.int32))
+        elif (end <= start) | (hi - lo <= k):
+            _store_warp_count(counts, tl.zeros([BLOCK], tl.int32), PACK_)
+    if SEG_ and BALLOT_ and not VOTING:  # the program's slot counter, zero before any thread claims from it
         tl.store(counts_ptr + at, n_seg)
         tl.debug_barrier()
     ahead = tl.zeros([BLOCK], tl.float32)  # (read only with PREFETCH_ or EARLY_)
@@ -154,7 +205,10 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         # between the count and the compaction (every program of the row stores the same bits)
         tl.store(st + 12, m_lo.to(tl.int32, bitcast=True))
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
-        if SEG_ and BALLOT_:
+        if VOTING:
+            _count_voting(base, start, end, m_lo, scale, st + 16, seg, sub_cap, counts, ahead, BLOCK, KB, ASM_,
+                          PREFETCH_, EARLY_, VOTE_, PACK_)
+        elif SEG_ and BALLOT_:
             _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, ahead, BLOCK, KB,
                             ASM_, PREFETCH_, EARLY_)
         elif SEG_ and LANES_:
@@ -176,5 +230,5 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                     else:
                         tl.store(seg + slot, t, mask=admitted & (slot < seg_cap))
                     n_seg += tl.sum(admitted.to(tl.int32), 0)
-    if SEG_ and not BALLOT_:
+    if SEG_ and not BALLOT_ and not VOTING:
         tl.store(counts_ptr + at, n_seg)

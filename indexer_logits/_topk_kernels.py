@@ -198,6 +198,28 @@ def _compact_rows(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width
 
 
 @triton.jit
+def _voted_slots(i, voted, sub_cap, VOTE_: tl.constexpr):
+    """The slot of the i-th key of a segment the count filled by warps (COUNT_VOTE): warp w's counts[w] keys
+    (`voted` points at the program's VOTE_ counts) lie at w * sub_cap onwards, and the list runs through the
+    warps in order, so each warp's end the i-th key is past skips the rest of that warp's sub-segment. (Scalars
+    and one compare a warp an element: a [keys, warps] form took the compaction from 56 to 96 registers.)"""
+    slot = i
+    end = 0
+    for w in tl.static_range(VOTE_ - 1):
+        n = tl.load(voted + w)
+        end += n
+        slot += tl.where(i >= end, sub_cap - n, 0)
+    return slot
+
+
+@triton.jit
+def _seg_slot(i, voted, sub_cap, VOTE_: tl.constexpr):
+    """The slot of a segment's i-th key: i, or where the count filled it by warps (VOTE_), _voted_slots'."""
+    if VOTE_ > 0:
+        i = _voted_slots(i, voted, sub_cap, VOTE_)
+    return i
+
+@triton.jit
 def _out_key(p, lrow, mask, REMAP_: tl.constexpr):
     """The index a selected position goes out as: p, or where the compaction remaps (REMAP_, the
     tiles path's tile) the window's key of buffer position p: list[p // REMAP_] * REMAP_ + p % REMAP_."""
@@ -212,7 +234,8 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
              BLOCK: tl.constexpr, KP: tl.constexpr, CAP_: tl.constexpr, WRITE_VALUES: tl.constexpr,
              BINS_: tl.constexpr, SCAN_SLOTS: tl.constexpr, RANK_TILE_: tl.constexpr, ZERO_STATE: tl.constexpr,
              lrow, REMAP_: tl.constexpr, st_first=None, ONE_ROUND_: tl.constexpr = False, seg=None, n_seg=0,
-             from_seg=False, SEG_: tl.constexpr = False, EARLY_: tl.constexpr = False, t_early=None, x_early=None):
+             from_seg=False, SEG_: tl.constexpr = False, EARLY_: tl.constexpr = False, t_early=None, x_early=None,
+             voted=None, sub_cap=0, VOTE_: tl.constexpr = 0):
     """topk_compact_kernel's work for its chunk of a row: the row's mapping (m_lo, scale), its
     thresholds (t1, t2) and the count of scores above them are given. With REMAP_, indices go out
     as keys (_out_key) and the row's last program zeroes `st_first` too. With ONE_ROUND_ (the bound
@@ -223,7 +246,9 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
     BINS_ are twice the states' (the bound path's keys' one histogram spans both of the state's
     histograms), so both states are zeroed as laid out for BINS_ // 2. With SEG_ and EARLY_, the segment's
     first block (its positions t_early and their scores x_early, masked as the loop masks them) was loaded by
-    the caller before the thresholds, and the loop's first step over the segment takes it from there."""
+    the caller before the thresholds, and the loop's first step over the segment takes it from there. With SEG_
+    and VOTE_, the segment is the count's warps' sub-segments (sub_cap slots apart, their counts at `voted`),
+    read in order as one list (_voted_slots)."""
     start = tl.maximum(chunk * chunk_len, lo)
     end = tl.minimum(chunk * chunk_len + chunk_len, hi)
     if SEG_:  # (the loop then runs over the segment's slots, each read for its key)
@@ -236,11 +261,13 @@ def _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_l
         if SEG_ and EARLY_:  # (the segment's first block is in t_early and x_early already)
             early = from_seg & (b0 == 0)
             later = m & (early == 0)
-            t = tl.where(early, t_early, tl.where(from_seg, tl.load(seg + t, mask=later & from_seg, other=0), t))
+            t = tl.where(early, t_early, tl.where(from_seg, tl.load(seg + _seg_slot(t, voted, sub_cap, VOTE_),
+                                                                        mask=later & from_seg, other=0), t))
             x = tl.where(early, x_early, tl.load(base + t, mask=later, other=0.0))
         else:
             if SEG_:
-                t = tl.where(from_seg, tl.load(seg + t, mask=m & from_seg, other=0), t)
+                t = tl.where(from_seg, tl.load(seg + _seg_slot(t, voted, sub_cap, VOTE_), mask=m & from_seg, other=0),
+                             t)
             x = tl.load(base + t, mask=m, other=0.0)
         d1, d2 = _digits(x, m_lo, scale, BINS_)
         if ONE_ROUND_:

@@ -181,10 +181,16 @@ def _count_step(s: dict) -> int:
     return s["COUNT_STEP"] or s["BLOCK"]
 
 
+def _voters(s: dict) -> int:
+    """The warps whose sub-segments the bound path's count fills by votes (COUNT_VOTE with SEGMENTS: the path's
+    NUM_WARPS, over COUNT_BALLOT and COUNT_LANES), else 0."""
+    return s["NUM_WARPS"] if s["COUNT_VOTE"] and s["SEGMENTS"] else 0
+
+
 def _claims(s: dict) -> bool:
     """Whether the bound path's count claims its segment slots from a counter (COUNT_BALLOT with SEGMENTS;
-    over COUNT_LANES where both are set)."""
-    return bool(s["COUNT_BALLOT"] and s["SEGMENTS"])
+    over COUNT_LANES where both are set; not with COUNT_VOTE)."""
+    return bool(s["COUNT_BALLOT"] and s["SEGMENTS"]) and not _voters(s)
 
 
 def _lane_rows(s: dict) -> int:
@@ -202,7 +208,8 @@ def _lane_rows(s: dict) -> int:
 def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     """The shapes of the bound path's buffers (4-byte elements): its tile maxima, tile counts, and with
     SEGMENTS a segment of positions per program and their counts (none without; with COUNT_LANES the
-    count's sub-segments in it, packed in place: _topk_bound_count._count_lanes)."""
+    count's sub-segments in it, packed in place: _topk_bound_count._count_lanes; with COUNT_VOTE a
+    sub-segment and a count per warp: _count_voting)."""
     nt = tiles_kernels().tiles_for(width, _tile(s, width, k, "bound"))
     chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
     nch = max(1, -(-width // chunk)) if s["SEGMENTS"] else 0
@@ -211,9 +218,16 @@ def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
     if _claims(s) and _count_step(s) < 32 * s["NUM_WARPS"]:  # (a key in two threads: two claims)
         raise ValueError(f"settings: COUNT_BALLOT reads steps of at least 32 keys a warp, got {_count_step(s)} "
                          f"keys and {s['NUM_WARPS']} warps")
+    voters = _voters(s)
+    packs = bound_count_kernels().VOTE_PACKS
+    if voters and (_count_step(s) % (32 * voters) or _count_step(s) // (32 * voters) not in packs):  # (one vote op)
+        raise ValueError(f"settings: COUNT_VOTE reads steps of 1, 2, 4, 8 or 16 keys a thread, got {_count_step(s)} "
+                         f"keys and {voters} warps")
+    if voters and cap % voters:  # (segments are whole blocks of 64 slots: never, but never silently)
+        raise ValueError(f"settings: a segment of {cap} slots does not split into {voters} warps' sub-segments")
     if lanes and cap % lanes:  # (chunks are whole blocks of at least 256 keys: never, but never silently)
         raise ValueError(f"settings: a segment of {cap} slots does not split into {lanes} sub-segments")
-    return (rows, nt), (rows,), (rows, nch, cap), (rows, nch)
+    return (rows, nt), (rows,), (rows, nch, cap), (rows, nch, voters) if voters else (rows, nch)
 
 
 def _bound_scratch(rows: int, width: int, k: int, s: dict, device, given: Optional[tuple] = None,
@@ -247,21 +261,22 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     segs = (seg, seg.shape[2], seg_counts) if s["SEGMENTS"] else (ws, 0, ws)  # (never read without SEGMENTS)
     lanes = _lane_rows(s)
     ballot = _claims(s)
+    voters = _voters(s)
     cuda = _inline_ptx(logits)
-    asm = (lanes > 0 or ballot) and cuda
-    inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot)
+    asm = (lanes > 0 or ballot or voters > 0) and cuda
+    inline = bool(s["COUNT_INLINE"]) and cuda and not (lanes or ballot or voters)
     # (the sub-segments' slots as a power of two: the registers the count packs them through)
     sub = {"SUB_P2": min(1 << (max(1, seg.shape[2] // lanes) - 1).bit_length(), bk.SUB_SLOTS // lanes)} if lanes else {}
     launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk,
            *segs, WINDOW=window, MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"],
            LANES_=lanes > 0, ASM_=asm, TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline,
-           EARLY_=bool(s["COUNT_EARLY"]), **sub,
+           EARLY_=bool(s["COUNT_EARLY"]), VOTE_=voters, PACK_=max(1, _count_step(s) // (32 * s["NUM_WARPS"])), **sub,
            **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
            val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
            WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
-           SEG_=s["SEGMENTS"], EARLY_=bool(s["COMPACT_EARLY"]) and s["SEGMENTS"], **consts)
+           SEG_=s["SEGMENTS"], EARLY_=bool(s["COMPACT_EARLY"]) and s["SEGMENTS"], VOTE_=voters, **consts)
 
 
 def _resident_chunk(rows: int, width: int, s: dict, device) -> Optional[int]:

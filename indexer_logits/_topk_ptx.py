@@ -63,3 +63,100 @@ def _claim_slots(counter, pred):
         add.u32 $0, first, below;
         }""",
         "=r,l,r", [counter.to(tl.int64), pred.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+def _vote_asm(pack: int) -> str:
+    """_vote_step's PTX for `pack` elements a thread (a thread's whole step, so that the warp's running count
+    goes through every one of its registers in turn). Operands: $0..: the new count (each element's copy);
+    then `pack` each of: the count so far, the position, admitted, its histogram bin's address, the segment's
+    address, the sub-segment's slots (only the first copy of the last two is read)."""
+    n, t, adm, hist, seg, cap = (pack * i for i in range(1, 7))
+    lines = ["{", ".reg .pred p, q;", ".reg .b32 bal, below, lt, c, w, slot;", ".reg .b64 a;",
+             "mov.u32 lt, %lanemask_lt;", "mov.u32 w, %tid.x;", "shr.u32 w, w, 5;",
+             f"mul.lo.u32 w, w, ${cap};", f"mov.u32 c, ${n};"]
+    for j in range(pack):  # (element j of every lane of the warp: one vote)
+        lines += [f"setp.ne.b32 p, ${adm + j}, 0;", "vote.sync.ballot.b32 bal, p, 0xffffffff;",
+                  "and.b32 below, bal, lt;", "popc.b32 below, below;", "add.u32 slot, c, below;",
+                  f"setp.lt.and.u32 q, slot, ${cap}, p;", "add.u32 slot, slot, w;",
+                  "mul.wide.u32 a, slot, 4;", f"add.s64 a, a, ${seg};", f"@q st.global.b32 [a], ${t + j};",
+                  f"@p red.relaxed.gpu.global.add.u32 [${hist + j}], 1;", "popc.b32 bal, bal;", "add.u32 c, c, bal;"]
+    return "\n".join(lines + [f"mov.u32 ${j}, c;" for j in range(pack)] + ["}"])
+
+
+def _warp_count_asm(pack: int) -> str:
+    """_store_warp_count's PTX: lane 0 of each warp stores its count (operand $pack) at the address (operand
+    $2pack) plus the warp's index; a dummy 0 out for each element."""
+    return "\n".join(["{", ".reg .pred p;", ".reg .b32 l, w;", ".reg .b64 a;", "mov.u32 l, %laneid;",
+                      "setp.eq.u32 p, l, 0;", "mov.u32 w, %tid.x;", "shr.u32 w, w, 5;", "mul.wide.u32 a, w, 4;",
+                      f"add.s64 a, a, ${2 * pack};", f"@p st.global.b32 [a], ${pack};"]
+                     + [f"mov.u32 ${j}, 0;" for j in range(pack)] + ["}"])
+
+
+def _constraints(pack: int, inputs: str) -> str:
+    """`pack` 32-bit outputs, then `pack` of each input's constraint letter."""
+    return ",".join(["=r"] * pack + [c for c in inputs for _ in range(pack)])
+
+
+# (an op's asm is a constant: one of each for every count of elements a thread a step the count can have;
+# _topk_paths refuses the others)
+VOTE_PACKS = (1, 2, 4, 8, 16)
+_VOTE_1 = tl.constexpr(_vote_asm(1))
+_VOTE_2 = tl.constexpr(_vote_asm(2))
+_VOTE_4 = tl.constexpr(_vote_asm(4))
+_VOTE_8 = tl.constexpr(_vote_asm(8))
+_VOTE_16 = tl.constexpr(_vote_asm(16))
+_VOTE_C1 = tl.constexpr(_constraints(1, "rrrllr"))
+_VOTE_C2 = tl.constexpr(_constraints(2, "rrrllr"))
+_VOTE_C4 = tl.constexpr(_constraints(4, "rrrllr"))
+_VOTE_C8 = tl.constexpr(_constraints(8, "rrrllr"))
+_VOTE_C16 = tl.constexpr(_constraints(16, "rrrllr"))
+_WARP_COUNT_1 = tl.constexpr(_warp_count_asm(1))
+_WARP_COUNT_2 = tl.constexpr(_warp_count_asm(2))
+_WARP_COUNT_4 = tl.constexpr(_warp_count_asm(4))
+_WARP_COUNT_8 = tl.constexpr(_warp_count_asm(8))
+_WARP_COUNT_16 = tl.constexpr(_warp_count_asm(16))
+_WARP_COUNT_C1 = tl.constexpr(_constraints(1, "rl"))
+_WARP_COUNT_C2 = tl.constexpr(_constraints(2, "rl"))
+_WARP_COUNT_C4 = tl.constexpr(_constraints(4, "rl"))
+_WARP_COUNT_C8 = tl.constexpr(_constraints(8, "rl"))
+_WARP_COUNT_C16 = tl.constexpr(_constraints(16, "rl"))
+
+
+@triton.jit
+def _vote_step(n, t, admitted, hist_addr, seg, sub_cap, PACK: tl.constexpr):
+    """The count of a step's admitted keys by warp (_topk_bound_count._count_voting): each warp's admitted keys of
+    a register take the next slots of its sub-segment (seg + warp * sub_cap) by a vote, their rank among the
+    warp's lanes and its running count `n` (every element of a warp holds it); the first sub_cap are stored
+    there, and every admitted key adds 1 to its histogram bin at hist_addr. No atomic answers, no barrier,
+    no shared memory. PACK: the elements a thread holds (every one of them in one op, in turn). Returns the
+    new count (past sub_cap where the sub-segment overflowed)."""
+    args = [n, t, admitted.to(tl.int32), hist_addr.to(tl.int64), (seg + n * 0).to(tl.int64), sub_cap + n * 0]
+    if PACK == 1:
+        return tl.inline_asm_elementwise(_VOTE_1, _VOTE_C1, args, dtype=tl.int32, is_pure=False, pack=1)
+    elif PACK == 2:
+        return tl.inline_asm_elementwise(_VOTE_2, _VOTE_C2, args, dtype=tl.int32, is_pure=False, pack=2)
+    elif PACK == 4:
+        return tl.inline_asm_elementwise(_VOTE_4, _VOTE_C4, args, dtype=tl.int32, is_pure=False, pack=4)
+    elif PACK == 8:
+        return tl.inline_asm_elementwise(_VOTE_8, _VOTE_C8, args, dtype=tl.int32, is_pure=False, pack=8)
+    else:
+        tl.static_assert(PACK == 16, "_vote_step: 1, 2, 4, 8 or 16 elements a thread")
+        return tl.inline_asm_elementwise(_VOTE_16, _VOTE_C16, args, dtype=tl.int32, is_pure=False, pack=16)
+
+
+@triton.jit
+def _store_warp_count(counts, n, PACK: tl.constexpr):
+    """Each warp's count `n` (_vote_step's) to counts[warp], by its lane 0 (a dummy 0 out)."""
+    args = [n, (counts + n * 0).to(tl.int64)]
+    if PACK == 1:
+        return tl.inline_asm_elementwise(_WARP_COUNT_1, _WARP_COUNT_C1, args, dtype=tl.int32, is_pure=False, pack=1)
+    elif PACK == 2:
+        return tl.inline_asm_elementwise(_WARP_COUNT_2, _WARP_COUNT_C2, args, dtype=tl.int32, is_pure=False, pack=2)
+    elif PACK == 4:
+        return tl.inline_asm_elementwise(_WARP_COUNT_4, _WARP_COUNT_C4, args, dtype=tl.int32, is_pure=False, pack=4)
+    elif PACK == 8:
+        return tl.inline_asm_elementwise(_WARP_COUNT_8, _WARP_COUNT_C8, args, dtype=tl.int32, is_pure=False, pack=8)
+    else:
+        tl.static_assert(PACK == 16, "_store_warp_count: 1, 2, 4, 8 or 16 elements a thread")
+        return tl.inline_asm_elementwise(_WARP_COUNT_16, _WARP_COUNT_C16, args, dtype=tl.int32, is_pure=False,
+                                         pack=16)

@@ -31,16 +31,19 @@ def _clean_runtime(clean_runtime):
                         (True, True, False, False, False), (True, False, True, False, False),
                         (True, False, False, True, False), (True, True, False, True, False),
                         (True, False, False, False, True), (True, False, False, True, True),
-                        (True, False, True, False, True), (False, False, False, False, True)],
+                        (True, False, True, False, True), (False, False, False, False, True),
+                        (True, False, False, "vote", False), (True, False, False, "vote", True)],
                 ids=["chunks", "segments", "prefetch", "lanes", "ballot", "ballot-prefetch", "early",
-                     "ballot-early", "lanes-early", "chunks-early"])
+                     "ballot-early", "lanes-early", "chunks-early", "vote", "vote-early"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
     count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a
     sub-segment a row of 32 keys of a step (COUNT_LANES), or claiming its slots from a counter
-    (COUNT_BALLOT), or none of these; the count's and the compaction's independent loads first
-    (COUNT_EARLY, COMPACT_EARLY) or not."""
+    (COUNT_BALLOT), or filling a sub-segment a warp by votes (COUNT_VOTE), or none of these; the count's and
+    the compaction's independent loads first (COUNT_EARLY, COMPACT_EARLY) or not."""
     seg, ahead, lanes, ballot, early = request.param
+    monkeypatch.setattr(B, "COUNT_VOTE", ballot == "vote")
+    ballot = ballot is True
     monkeypatch.setattr(B, "COUNT_EARLY", early)
     monkeypatch.setattr(B, "COMPACT_EARLY", early)
     monkeypatch.setattr(B, "SEGMENTS", seg)
@@ -141,7 +144,7 @@ def test_one_value_and_outliers(segments):
 
 @needs_interpreter
 @pytest.mark.parametrize("early", [False, True], ids=["", "early"])
-@pytest.mark.parametrize("mode", ["segment", "lanes", "ballot"])
+@pytest.mark.parametrize("mode", ["segment", "lanes", "ballot", "vote"])
 @pytest.mark.parametrize("cap", [1, 7, None])
 def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, monkeypatch):
     """SEGMENTS: each program's count is the keys it admitted (their sum the keys' histogram's), its
@@ -152,15 +155,18 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, 
     counts its segment's slots + 1. With COUNT_BALLOT the slots are claimed from the program's count:
     the segment holds its admitted keys, each once, in the claims' order, and the count is every key
     the program admitted, past its slots where it overflowed. With COUNT_EARLY and COMPACT_EARLY the
-    same (the compaction's early load of its segment's first block is unused where it overflowed)."""
-    lanes, ballot = mode == "lanes", mode == "ballot"
+    same (the compaction's early load of its segment's first block is unused where it overflowed). With
+    COUNT_VOTE each warp's admitted keys fill a sub-segment of its own (caps of 1 or 7 a warp), in key order (the
+    interpreter's warps: a quarter of each step), and a count a warp, past its slots where it overflowed."""
+    lanes, ballot, vote = mode == "lanes", mode == "ballot", mode == "vote"
     monkeypatch.setattr(B, "COUNT_EARLY", early)
     monkeypatch.setattr(B, "COMPACT_EARLY", early)
     monkeypatch.setattr(B, "SEGMENTS", True)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
     monkeypatch.setattr(B, "COUNT_BALLOT", ballot)
+    monkeypatch.setattr(B, "COUNT_VOTE", vote)
     step = S.BLOCK  # (the count's step: COUNT_STEP 0)
-    rows_a_step = step // 32 if lanes else 1
+    rows_a_step = step // 32 if lanes else S.NUM_WARPS if vote else 1
     if cap is not None:
         monkeypatch.setattr(B, "seg_cap", lambda k, width, chunk: cap * rows_a_step)
     kept = []
@@ -173,7 +179,21 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, 
     settings = {"PROGRAMS_PER_SM": 1}
     counted = _keys_counted(x, k, lo, hi, settings, monkeypatch)
     seg, counts = kept[-1][2], kept[-1][3]
-    if cap is None:  # every segment held its keys: they are the admitted ones, in key order (a row's)
+    if vote:  # a count a warp: each warp's keys in its sub-segment, in key order, within its share of each step
+        warps, sub = S.NUM_WARPS, seg.shape[2] // S.NUM_WARPS
+        assert counts.shape[2] == warps and counts.sum((1, 2)).tolist() == counted
+        if cap is None:
+            chunk = chunk_size(rows, width, S.BLOCK, 1)
+            for r in range(rows):
+                for c in range(counts.shape[1]):
+                    for w in range(warps):
+                        got = seg[r, c, w * sub:w * sub + int(counts[r, c, w])].long()
+                        assert bool(((got >= c * chunk) & (got < (c + 1) * chunk)).all())
+                        assert bool(((got - max(c * chunk, int(lo[r]))) % step // (step // warps) == w).all())
+                        assert bool((got[1:] > got[:-1]).all())
+        else:
+            assert int(counts.max()) > cap  # some warp overflowed its sub-segment
+    elif cap is None:  # every segment held its keys: they are the admitted ones, in key order (a row's)
         assert counts.sum(1).tolist() == counted
         chunk = chunk_size(rows, width, S.BLOCK, 1)
         for r in range(rows):
@@ -344,7 +364,7 @@ def _random_case(seed: int) -> tuple:
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
                     COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3, COUNT_INLINE=rng.random() < 0.3,
-                    COUNT_EARLY=rng.random() < 0.5, COMPACT_EARLY=rng.random() < 0.5)
+                    COUNT_EARLY=rng.random() < 0.5, COMPACT_EARLY=rng.random() < 0.5, COUNT_VOTE=rng.random() < 0.3)
     return x, k, lo, hi, settings
 
 
@@ -359,6 +379,19 @@ def test_random_cases(seed):
     assert S.select_rows(x, k, S.WINDOW_RAGGED, idx, val, ws, lo=lo, hi=hi, path="bound", settings=settings) == "bound"
     assert int(ws.abs().sum()) == 0, "the path must leave both states zero"
     assert_same_topk(idx, val, x, k, lo, hi)
+
+
+@needs_interpreter
+def test_voted_sub_segments_refuse_a_step_their_op_cannot_hold():
+    """COUNT_VOTE's op takes a thread's keys of a step at once (1, 2, 4, 8 or 16 of them: _topk_ptx.VOTE_PACKS):
+    a step of 32 keys a thread is refused, naming the setting, before any launch."""
+    x = torch.randn(2, 10240, generator=torch.Generator().manual_seed(3))
+    lo, hi = torch.zeros(2, dtype=torch.int32), torch.full((2,), 10240, dtype=torch.int32)
+    idx = torch.full((2, 256), 7, dtype=torch.int32)
+    with pytest.raises(ValueError, match="COUNT_VOTE reads steps of 1, 2, 4, 8 or 16 keys a thread, got 4096 keys"):
+        S.select_rows(x, 256, S.WINDOW_RAGGED, idx, None, S.workspace(2, "cpu"), lo=lo, hi=hi, path="bound",
+                      settings={"COUNT_VOTE": True, "COUNT_STEP": 4096, "NUM_WARPS": 4})
+    assert bool((idx == 7).all())  # (nothing launched)
 
 
 @needs_interpreter

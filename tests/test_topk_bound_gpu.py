@@ -1,5 +1,6 @@
 """The bound path's keys' count on the GPU, in each of its forms (a prefix sum a step, its atomics and stores
-inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot: indexer_logits._topk_bound_count),
+inline or not; rows of 32 keys; slots claimed from a counter by a warp's ballot; a sub-segment a warp by votes:
+indexer_logits._topk_bound_count),
 where the CPU tests cannot run it (its inline PTX): exact eagerly and in a replayed CUDA graph, the
 workspace left zero, and the launch that served asserted to be the form asked for; the scores written beside
 the indices."""
@@ -9,6 +10,7 @@ import torch
 
 from bench.topk import mismatched_rows
 from indexer_logits import _topk_select as S
+from indexer_logits._topk_launch import chunk_size
 
 from _helpers import launches_of
 from test_topk_gpu import _scores_of_kind
@@ -25,7 +27,14 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "prefix sums, inline, early": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_INLINE": True,
                                          "COUNT_EARLY": True, "COMPACT_EARLY": True},
           "rows, early": {"COUNT_LANES": True, "COUNT_BALLOT": False, "COUNT_EARLY": True, "COMPACT_EARLY": True},
-          "claimed, early": {"COUNT_LANES": False, "COUNT_BALLOT": True, "COUNT_EARLY": True, "COMPACT_EARLY": True}}
+          "claimed, early": {"COUNT_LANES": False, "COUNT_BALLOT": True, "COUNT_EARLY": True, "COMPACT_EARLY": True},
+          # a sub-segment a warp, slots by votes (COUNT_VOTE, over the claims and the rows where set too)
+          "voted": {"COUNT_VOTE": True},
+          "voted, over claims": {"COUNT_VOTE": True, "COUNT_BALLOT": True, "COUNT_LANES": True},
+          "voted, 1024 a step": {"COUNT_VOTE": True, "COUNT_STEP": 1024},
+          "voted, 8 warps": {"COUNT_VOTE": True, "NUM_WARPS": 8},
+          "voted, ahead": {"COUNT_VOTE": True, "COUNT_PREFETCH": True},
+          "voted, early": {"COUNT_VOTE": True, "COUNT_EARLY": True, "COMPACT_EARLY": True}}
 
 
 @pytest.mark.parametrize("count", list(COUNTS))
@@ -56,11 +65,15 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
         return mismatched_rows(idx, x, lo, hi, k) == 0 and torch.equal(val, want) and int(ws.abs().sum()) == 0
     assert select() == "bound"
     form = COUNTS[count]
-    assert seen and all(kw["BALLOT_"] == count.startswith("claimed") and kw["ASM_"] == count.startswith(("rows", "claimed"))
+    voted = form.get("NUM_WARPS", S.NUM_WARPS) if count.startswith("voted") else 0
+    assert seen and all(kw["BALLOT_"] == count.startswith("claimed")
+                        and kw["ASM_"] == count.startswith(("rows", "claimed", "voted"))
                         and kw["INLINE_"] == count.startswith("prefix sums, inline")
-                        and kw["LANES_"] == count.startswith("rows") and kw["PREFETCH_"] == (count == "claimed, ahead")
+                        and kw["LANES_"] == count.startswith("rows") and kw["VOTE_"] == voted
+                        and kw["PREFETCH_"] == form.get("COUNT_PREFETCH", False)
                         and kw["EARLY_"] == form.get("COUNT_EARLY", False) for kw in seen), seen
-    assert compactions and all(kw["EARLY_"] == form.get("COMPACT_EARLY", False) for kw in compactions), compactions
+    assert compactions and all(kw["EARLY_"] == form.get("COMPACT_EARLY", False) and kw["VOTE_"] == voted
+                               for kw in compactions), compactions
     assert exact()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -71,3 +84,43 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
         graph.replay()
         torch.cuda.synchronize()
         assert exact()
+
+
+@pytest.mark.parametrize("warps, step", [(4, 512), (4, 1024), (8, 512)])
+def test_voted_sub_segments_hold_each_admitted_key_once(warps, step, monkeypatch):
+    """COUNT_VOTE on the GPU (its votes are inline PTX, which the CPU tests cannot run): with the compaction not
+    launched, each program's warps' counts sum to the keys the row's histogram counted, no warp overflowed on
+    these scores, and each sub-segment holds distinct positions of its program's chunk."""
+    rows, width, k = 16, 65536, 2048
+    x = torch.randn(rows, width, device="cuda", generator=torch.Generator("cuda").manual_seed(9))
+    hi = torch.full((rows,), width, dtype=torch.int32, device="cuda")
+    settings = {"SEGMENTS": True, "COUNT_VOTE": True, "NUM_WARPS": warps, "COUNT_STEP": step}
+    kept = []
+    real = S._bound_scratch
+    monkeypatch.setattr(S, "_bound_scratch", lambda *a, **kw: kept.append(real(*a, **kw)) or kept[-1])
+    ws = S.workspace(rows, "cuda")
+    S._recorded_launches.clear()
+    real_run = S._recorded_launches.run
+
+    def until_compaction(tag, inputs, scalars, launches, out_index):
+        def launch(fn, grid, *args, **kw):
+            if fn.fn.__name__ != "topk_bound_compact_kernel":
+                S._recorded_launches.plain(fn, grid, *args, **kw)
+        return launches(launch)
+    monkeypatch.setattr(S._recorded_launches, "run", until_compaction)
+    idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
+    monkeypatch.setattr(S._recorded_launches, "run", real_run)
+    seg, counts = kept[-1][2].cpu(), kept[-1][3].cpu()
+    s = S.path_settings("bound", settings)
+    per_row, bins = S.state_words(s), 2 * s["BINS"]
+    counted = [int(ws.view(-1)[r * per_row + 16:r * per_row + 16 + bins].sum()) for r in range(rows)]
+    sub = seg.shape[2] // warps
+    assert counts.shape[2] == warps and counts.sum((1, 2)).tolist() == counted and min(counted) > 0
+    assert int(counts.max()) <= sub, "these scores should not overflow a warp's sub-segment"
+    chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])  # (the count's chunks: the launch's)
+    for r in range(rows):
+        for c in range(counts.shape[1]):
+            got = torch.cat([seg[r, c, w * sub:w * sub + int(counts[r, c, w])] for w in range(warps)]).long()
+            assert got.unique().numel() == got.numel()
+            assert bool(((got >= c * chunk) & (got < (c + 1) * chunk)).all())
