@@ -108,8 +108,13 @@ COUNT_INLINE = True
 # for sm_90 (512 keys a step, 4 warps), the prefix-sum step as served is ~260 instructions a warp and five barriers
 # (~65 a key), the claimed step's ~75 but an answering atomic a register where a warp admits a key (most, on a
 # prefill block); the count is the prefill's largest selection kernel (33 us of a 164-row block's ~80, where its
-# keys' load and digits alone take ~15: docs/perf_logs/topk_count_step_h100, call 5).
-COUNT_VOTE = False
+# keys' load and digits alone take ~15: docs/perf_logs/topk_count_step_h100, call 5). Measured on an H100 (end to
+# end, alternated, exact: docs/perf_logs/topk_vote, call 1): the 4096 x 64K prefill 6,173 -> 5,990 us (1.410 ->
+# 1.369 of the logits), 2048 x 1M level; where the count's programs read a few steps it lost (64 x 32K, 4 steps:
+# +1.3 us; 32 x 16K +0.6; 1 x 1M level). None: votes_for's model.
+COUNT_VOTE = None
+# votes_for: a call whose count programs read at least this many steps each (the prefill's blocks read ~18).
+VOTE_MIN_STEPS = 8
 # Whether the keys' count issues its mapping's loads and scans, and its first step's keys, before its window's
 # test, and round 1 over the maxima its range (COUNT_EARLY), and whether the compaction (with SEGMENTS) loads its
 # segment's count, first positions and their scores before the row's state and its threshold's scan
@@ -124,6 +129,13 @@ COMPACT_EARLY = None
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
+
+
+def votes_for(kind, steps: int) -> bool:
+    """COUNT_VOTE where a call leaves it to the model (None): on for decode calls and prefill blocks (`kind`) whose
+    count programs read at least VOTE_MIN_STEPS steps (its lean loop pays where a program's steps are many), off
+    else (and for a call of no kind: the selection alone)."""
+    return kind in ("decode", "prefill") and steps >= VOTE_MIN_STEPS
 
 
 def lanes_for(kind, steps: int) -> bool:

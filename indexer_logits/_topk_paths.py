@@ -184,7 +184,7 @@ def _count_step(s: dict) -> int:
 def _voters(s: dict) -> int:
     """The warps whose sub-segments the bound path's count fills by votes (COUNT_VOTE with SEGMENTS: the path's
     NUM_WARPS, over COUNT_BALLOT and COUNT_LANES), else 0."""
-    return s["NUM_WARPS"] if s["COUNT_VOTE"] and s["SEGMENTS"] else 0
+    return s["NUM_WARPS"] if s["COUNT_VOTE"] and s["SEGMENTS"] else 0  # (None, unresolved: off)
 
 
 def _claims(s: dict) -> bool:
@@ -194,9 +194,10 @@ def _claims(s: dict) -> bool:
 
 
 def _lane_rows(s: dict) -> int:
-    """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS: a step's
-    rows of 32 keys), else 0: its segment's slots (a multiple of 64) split evenly among at most 64."""
-    if not (s["COUNT_LANES"] and s["SEGMENTS"]) or _claims(s):
+    """The sub-segments a program of the bound path's count fills (COUNT_LANES with SEGMENTS, and neither
+    COUNT_BALLOT nor COUNT_VOTE: a step's rows of 32 keys), else 0: its segment's slots (a multiple of 64) split
+    evenly among at most 64."""
+    if not (s["COUNT_LANES"] and s["SEGMENTS"]) or _claims(s) or _voters(s):
         return 0
     step = _count_step(s)
     if step > 2048:

@@ -253,9 +253,11 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
     s = path_settings(path, settings)
     if s.get("TRIGGER", False) is None:  # decode calls only (TRIGGER)
         s = dict(s, TRIGGER=kind == "decode")
-    if path == "bound" and s["COUNT_LANES"] is None:  # the model's (_topk_bound.lanes_for)
+    if path == "bound":  # the count's forms where not set: the model's (_topk_bound.lanes_for, votes_for)
         steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
-        s = dict(s, COUNT_LANES=bound_kernels().lanes_for(kind, steps))
+        s = dict(s, **{name: rule(kind, steps) for name, rule in (("COUNT_LANES", bound_kernels().lanes_for),
+                                                                  ("COUNT_VOTE", bound_kernels().votes_for))
+                       if s[name] is None})
     if path == "bound":  # the early loads: decode calls only where not set (_topk_bound.COUNT_EARLY)
         s = dict(s, **{name: kind == "decode" for name in ("COUNT_EARLY", "COMPACT_EARLY") if s[name] is None})
     if path == "resident" and _resident_chunk(rows, width, s, device) is None:

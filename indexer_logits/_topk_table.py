@@ -55,7 +55,7 @@ ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KE
                     "COUNT_PREFETCH": (False, True), "COUNT_LANES": (False, True, None),
                     "COUNT_BALLOT": (False, True), "COUNT_INLINE": (False, True),
                     "COUNT_EARLY": (False, True, None), "COMPACT_EARLY": (False, True, None),
-                    "COUNT_VOTE": (False, True)}
+                    "COUNT_VOTE": (False, True, None)}
 
 # the resident path (one launch, a row's programs meeting at barriers): keys a program (0: resident_shape's
 # model), keys a step, warps, the four kernels' bins, candidates, their ranking, slots and PDL

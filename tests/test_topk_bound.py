@@ -382,6 +382,41 @@ def test_random_cases(seed):
 
 
 @needs_interpreter
+def test_votes_take_precedence_over_the_claims_and_the_rows(monkeypatch):
+    """COUNT_VOTE with COUNT_BALLOT and COUNT_LANES also set launches the voted form alone: the count is told
+    neither of the others (its rows' form would skip the first step's early load the votes read), and the
+    compaction reads the warps' sub-segments; the answer is torch's."""
+    from _helpers import launches_of
+    x = torch.randn(2, 40000, generator=torch.Generator().manual_seed(4))
+    lo, hi = torch.zeros(2, dtype=torch.int32), torch.full((2,), 40000, dtype=torch.int32)
+    counts = launches_of(monkeypatch, "topk_bound_count_kernel")
+    compactions = launches_of(monkeypatch, "topk_bound_compact_kernel")
+    S._recorded_launches.clear()
+    idx, val = torch.full((2, 256), 7, dtype=torch.int32), torch.full((2, 256), 7.0)
+    S.select_rows(x, 256, S.WINDOW_RAGGED, idx, val, S.workspace(2, "cpu"), lo=lo, hi=hi, path="bound",
+                  settings={"COUNT_VOTE": True, "COUNT_BALLOT": True, "COUNT_LANES": True, "COUNT_EARLY": True,
+                            "COMPACT_EARLY": True, "PROGRAMS_PER_SM": 1})
+    assert counts and all(kw["VOTE_"] == S.NUM_WARPS and not kw["LANES_"] and not kw["BALLOT_"] for kw in counts)
+    assert compactions and all(kw["VOTE_"] == S.NUM_WARPS for kw in compactions)
+    assert_same_topk(idx, val, x, 256, lo, hi)
+
+
+@needs_interpreter
+def test_the_votes_model_turns_them_on_where_the_count_reads_many_steps(monkeypatch):
+    """COUNT_VOTE None: _topk_bound.votes_for's model, resolved by the plan: on for a decode call or prefill block
+    whose count programs read VOTE_MIN_STEPS steps or more, off below and for a call of no kind (chunks sized for
+    an H100's 132 SMs: 64 x 32K reads 4 steps a program, 64 x 128K 16, a 164-row block of 64K 18)."""
+    from indexer_logits import _topk_launch
+    monkeypatch.setattr(_topk_launch, "get_num_sms", lambda: 132)
+    def plan(rows, width, window, kind):
+        return S.plan_selection(rows, width, 2048, window, "cpu", path="bound", settings={}, kind=kind)
+    few, many = plan(64, 32768, S.WINDOW_LIMIT, "decode"), plan(64, 1 << 17, S.WINDOW_LIMIT, "decode")
+    block, alone = plan(164, 65536, S.WINDOW_RAGGED, "prefill"), plan(164, 65536, S.WINDOW_RAGGED, None)
+    assert B.COUNT_VOTE is None
+    assert [p.s["COUNT_VOTE"] for p in (few, many, block, alone)] == [False, True, True, False]
+
+
+@needs_interpreter
 def test_voted_sub_segments_refuse_a_step_their_op_cannot_hold():
     """COUNT_VOTE's op takes a thread's keys of a step at once (1, 2, 4, 8 or 16 of them: _topk_ptx.VOTE_PACKS):
     a step of 32 keys a thread is refused, naming the setting, before any launch."""

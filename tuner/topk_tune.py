@@ -140,12 +140,19 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # its loop) at the tiles, bins and programs the others' winners used
         claimed = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_BALLOT=True)
                    for t in (0, 16) for b in (64, 128) for p in (8, 16)]
+        # and its count filling a sub-segment a warp by votes (COUNT_VOTE: no answering atomic, no barrier in its
+        # loop; an H100: the 4096 x 64K prefill 3% faster, decode of a few steps a program up to 1.3 us slower:
+        # docs/perf_logs/topk_vote) at the same; every other setting names it off, so that each form is timed as
+        # itself rather than as the model (_topk_bound.votes_for) would resolve it
+        voted = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_VOTE=True)
+                 for t in (0, 16) for b in (64, 128) for p in (8, 16)]
         # (not 256 bins, though each doubling from 32 to 128 took 1.7-3 us off the selection at 64 x 32K and
         # 1 x 1M: at 256, by each count form, end to end +0.7-1.3 us at 64 x 32K, 1 x 1M and 32 x 16K, level
         # at 64 x 128K and 16 x 256K and on prefill, and a tune over them chose 256 nowhere; an H100,
         # docs/perf_logs/topk_bins256, call 2, at commit 210d4a3)
-        return [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
-                for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)] + lanes + bins128 + claimed
+        plain = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
+                 for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)]
+        return [dict(s, COUNT_VOTE=False) for s in plain + lanes + bins128 + claimed] + voted
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []

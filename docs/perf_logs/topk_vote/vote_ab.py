@@ -4,7 +4,10 @@ inline atomics and stores, rows of 32 keys, or claimed slots), end to end: decod
 4 calls and the ragged prefill top-k eagerly, alternated in one process with the logits alone, every variant's
 answer checked first (topk_trigger/trigger_ab.py's cases and checks).
 
-    python3 docs/perf_logs/topk_vote/vote_ab.py [--rounds 4] [--skip-prefill] [--out FILE]
+    python3 docs/perf_logs/topk_vote/vote_ab.py [--call2] [--rounds 4] [--skip-prefill] [--out FILE]
+
+(--call2: the votes off, the served default (COUNT_VOTE None: _topk_bound.votes_for's model) and the votes on
+everywhere; without it, call 1's: the served count against the votes on, with the votes at 1,024 keys a step.)
 """
 
 import sys
@@ -21,5 +24,11 @@ T.VARIANTS[:] = [("served", {}), ("voted", {(B, "COUNT_VOTE"): True})]
 # where bound serves a decode case: the votes at 1,024 keys a step (8 a thread) too
 T.EXTRA_BOUND[:] = [("voted, 1024 a step", {"COUNT_VOTE": True, "COUNT_STEP": 1024})]
 
+CALL2 = [("votes off", {(B, "COUNT_VOTE"): False}), ("served", {}), ("votes on", {(B, "COUNT_VOTE"): True})]
+
 if __name__ == "__main__":
+    if "--call2" in sys.argv:
+        sys.argv.remove("--call2")
+        T.VARIANTS[:] = CALL2
+        T.EXTRA_BOUND[:] = []
     sys.exit(T.main())
