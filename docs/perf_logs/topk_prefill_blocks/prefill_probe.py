@@ -83,7 +83,8 @@ def host_and_total(fn, calls: int = 5) -> tuple:
 
 def segments_seen(fn) -> dict:
     """One call of fn with the bound path's scratch kept: programs whose segment overflowed (count past
-    the segment's slots) and the mean count over the slots, over every block."""
+    the segment's slots; with a count a warp, COUNT_VOTE, any warp's past its sub-segment's) and the mean count
+    over the slots, over every block."""
     kept, real = [], P._bound_scratch  # _topk_select holds its own reference (imported by name): patch both
 
     def keep(*a, **kw):
@@ -102,9 +103,15 @@ def segments_seen(fn) -> dict:
     fill = 0.0
     for _, _, seg, counts in kept:
         cap = seg.shape[2]
-        over += int((counts > cap).sum())
-        programs += counts.numel()
-        fill += float(counts.clamp(max=cap).float().sum()) / max(cap, 1)
+        if counts.dim() == 3:  # a count a warp (COUNT_VOTE): a program overflowed where any of its warps did
+            sub = cap // counts.shape[2]
+            over += int((counts > sub).any(2).sum())
+            held = counts.clamp(max=sub).sum(2)
+        else:
+            over += int((counts > cap).sum())
+            held = counts.clamp(max=cap)
+        programs += held.numel()
+        fill += float(held.float().sum()) / max(cap, 1)
     return {"blocks": len(kept), "programs": programs, "overflowed": over, "mean_fill": fill / max(programs, 1),
             "seg_slots": kept[0][2].shape[2] if kept else 0}
 
