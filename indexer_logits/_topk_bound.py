@@ -109,9 +109,9 @@ COUNT_INLINE = True
 # (~65 a key), the claimed step's ~75 but an answering atomic a register where a warp admits a key (most, on a
 # prefill block); the count is the prefill's largest selection kernel (33 us of a 164-row block's ~80, where its
 # keys' load and digits alone take ~15: docs/perf_logs/topk_count_step_h100, call 5). Measured on an H100 (end to
-# end, alternated, exact: docs/perf_logs/topk_vote, call 1): the 4096 x 64K prefill 6,173 -> 5,990 us (1.410 ->
-# 1.369 of the logits), 2048 x 1M level; where the count's programs read a few steps it lost (64 x 32K, 4 steps:
-# +1.3 us; 32 x 16K +0.6; 1 x 1M level). None: votes_for's model.
+# end, alternated, exact: docs/perf_logs/topk_vote, calls 1-3): the 4096 x 64K prefill 1.432 -> 1.376 of the logits
+# (its count 33 -> 24.4 us a block), 64 x 128K -1.2 us, 16 x 256K -0.4, 2048 x 1M level; where the count's programs
+# read a few steps it lost (64 x 32K, 4 steps: +1.0-1.3 us; 32 x 16K +0.5; 1 x 1M level). None: votes_for's model.
 COUNT_VOTE = None
 # votes_for: a call whose count programs read at least this many steps each (the prefill's blocks read ~18).
 VOTE_MIN_STEPS = 8
