@@ -218,27 +218,29 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
                                                 BINS_, PDL)
     t_early = None
     x_early = None
-    at = row * tl.num_programs(1) + chunk
     VOTING: tl.constexpr = SEG_ and VOTE_ > 0
-    voted = counts_ptr + at * VOTE_  # the warps' counts (read with VOTING only)
+    voted = counts_ptr  # the warps' counts (read with VOTING only)
     sub_cap = seg_cap
     if VOTING:  # the segment holds every admitted key where no warp's sub-segment overflowed
+        voted = counts_ptr + (row * tl.num_programs(1) + chunk) * VOTE_
         sub_cap = seg_cap // VOTE_
-        n_voted = at * 0
+        n_voted = chunk * 0
         fits = n_voted == 0
         for w in tl.static_range(VOTE_):
             n = tl.load(voted + w)
             n_voted += n
             fits = fits & (n <= sub_cap)
     if SEG_ and EARLY_:  # (three dependent loads, in flight while the thresholds are found)
-        first = tl.arange(0, BLOCK)
+        at = row * tl.num_programs(1) + chunk
         if VOTING:
+            first = tl.arange(0, BLOCK)
             n_early = n_voted
             held = (first < n_early) & fits
             t_early = tl.load(seg_ptr + at.to(tl.int64) * seg_cap + _voted_slots(first, voted, sub_cap, VOTE_),
                               mask=held, other=0)
         else:
             n_early = tl.load(counts_ptr + at)
+            first = tl.arange(0, BLOCK)
             # the loop's mask for its first block of the segment, where the segment is read (a segment that
             # overflowed may hold unwritten slots: the count by rows leaves its sub-segments unpacked)
             held = (first < n_early) & (n_early <= seg_cap)
@@ -255,21 +257,22 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     t1 = tl.where(whole, -1, t1)
     above = tl.where(whole, total, above)
     out_idx = idx_ptr + row.to(tl.int64) * stride_idx
+    at = row * tl.num_programs(1) + chunk
     n_seg = at * 0
-    held_all = n_seg == 0  # (without SEG_: not read)
     if VOTING:
         n_seg = n_voted
-        held_all = fits
     elif SEG_:
         if EARLY_:
             n_seg = n_early
         else:
             n_seg = tl.load(counts_ptr + at)
-        held_all = n_seg <= seg_cap
+    from_seg = (t1 > 0) & (n_seg <= seg_cap)
+    if VOTING:
+        from_seg = (t1 > 0) & fits
     _compact(logits_ptr + row.to(tl.int64) * stride_row, lo, hi, k, st, cand_ptr + row.to(tl.int64) * CAP_,
              out_idx, val_ptr + row.to(tl.int64) * stride_val, chunk, chunk_len, m_lo, scale, t1, -1, above,
              BLOCK, KP, CAP_, WRITE_VALUES, KB, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
              ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
-             from_seg=(t1 > 0) & held_all, SEG_=SEG_, EARLY_=EARLY_, t_early=t_early, x_early=x_early,
+             from_seg=from_seg, SEG_=SEG_, EARLY_=EARLY_, t_early=t_early, x_early=x_early,
              voted=voted, sub_cap=sub_cap, VOTE_=VOTE_ if SEG_ else 0)
 

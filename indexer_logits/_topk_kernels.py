@@ -200,9 +200,10 @@ def _compact_rows(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width
 @triton.jit
 def _voted_slots(i, voted, sub_cap, VOTE_: tl.constexpr):
     """The slot of the i-th key of a segment the count filled by warps (COUNT_VOTE): warp w's counts[w] keys
-    (`voted` points at the program's VOTE_ counts) lie at w * sub_cap onwards, and the list runs through the
-    warps in order, so each warp's end the i-th key is past skips the rest of that warp's sub-segment. (Scalars
-    and one compare a warp an element: a [keys, warps] form took the compaction from 56 to 96 registers.)"""
+    (`voted` points at the program's VOTE_ counts) lie at w * sub_cap onwards and the list runs through the
+    warps in order, so for each warp whose keys end at or before the i-th, the slot skips that warp's unused
+    slots (sub_cap - its count). (Scalars and one compare a warp an element: a [keys, warps] form took the
+    compaction from 56 to 96 registers.)"""
     slot = i
     end = 0
     for w in tl.static_range(VOTE_ - 1):
@@ -218,6 +219,7 @@ def _seg_slot(i, voted, sub_cap, VOTE_: tl.constexpr):
     if VOTE_ > 0:
         i = _voted_slots(i, voted, sub_cap, VOTE_)
     return i
+
 
 @triton.jit
 def _out_key(p, lrow, mask, REMAP_: tl.constexpr):

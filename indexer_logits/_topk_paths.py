@@ -271,7 +271,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk,
            *segs, WINDOW=window, MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"],
            LANES_=lanes > 0, ASM_=asm, TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline,
-           EARLY_=bool(s["COUNT_EARLY"]), VOTE_=voters, PACK_=max(1, _count_step(s) // (32 * s["NUM_WARPS"])), **sub,
+           EARLY_=bool(s["COUNT_EARLY"]), VOTE_=voters, PACK_=_count_step(s) // (32 * voters) if voters else 1, **sub,
            **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,

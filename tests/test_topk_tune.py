@@ -250,7 +250,8 @@ def test_the_space_holds_what_the_h200_taught():
     # every bound setting names its count's votes, so that none is timed as the model would resolve it
     assert all(s["COUNT_VOTE"] in (False, True) for s in topk_tune.space("bound", 256, 1 << 16, 132))
     assert sum(s["COUNT_VOTE"] for s in topk_tune.space("bound", 256, 1 << 16, 132)) == 8
-    assert sum(s["BINS"] == 128 and not s.get("COUNT_BALLOT") for s in topk_tune.space("bound", 64, 32768, 132)) == 4
+    assert sum(s["BINS"] == 128 and not s.get("COUNT_BALLOT") and not s["COUNT_VOTE"]
+               for s in topk_tune.space("bound", 64, 32768, 132)) == 4
     assert all(s["SEGMENTS"] and s["BLOCK"] == 512 for s in topk_tune.space("bound", 1, 1 << 20, 132))
     assert sum(s.get("COUNT_LANES", False) for s in topk_tune.space("bound", 64, 1 << 17, 132)) == 4
     prefill_bound = topk_tune.space("bound", 256, 1 << 16, 132)  # (the prefill bucket)
