@@ -46,7 +46,8 @@ import triton
 import triton.language as tl
 
 from ._topk_digits import _range, _start, _threshold, _window
-from ._topk_kernels import _compact, _voted_slots
+from ._topk_kernels import _compact
+from ._topk_segments import _voted_slots
 
 TILE = 0  # keys a tile (a power of two); 0: tile_for(width, k)
 # Whether the keys' count also writes the positions of the keys it admits to a segment per program

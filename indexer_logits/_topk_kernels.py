@@ -35,6 +35,7 @@ from triton.language.extra import cuda as tl_cuda
 
 from ._topk_digits import (_digits, _fit, _in_bin, _key, _key_range, _mapping, _publish_range, _range, _range_keys,
                            _rounds, _score, _start, _threshold, _window, _zero_state)
+from ._topk_segments import _seg_slot
 
 BINS = 64        # histogram bins per round (a power of two)
 CAP = 1024       # candidates (scores in the final bin) kept per row; ranking costs what is there
@@ -195,30 +196,6 @@ def _compact_rows(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, next_n, width
         _compact(base, lo, hi, k, st, cands, out_idx, out_val, chunk, chunk_len, m_lo, scale, t1, t2, above,
                  BLOCK, KP, CAP_, WRITE_VALUES, BINS_, SCAN_SLOTS, RANK_TILE_, True, lrow, REMAP_,
                  ws_first_ptr + row * (16 + 2 * BINS_))
-
-
-@triton.jit
-def _voted_slots(i, voted, sub_cap, VOTE_: tl.constexpr):
-    """The slot of the i-th key of a segment the count filled by warps (COUNT_VOTE): warp w's counts[w] keys
-    (`voted` points at the program's VOTE_ counts) lie at w * sub_cap onwards and the list runs through the
-    warps in order, so for each warp whose keys end at or before the i-th, the slot skips that warp's unused
-    slots (sub_cap - its count). (Scalars and one compare a warp an element: a [keys, warps] form took the
-    compaction from 56 to 96 registers.)"""
-    slot = i
-    end = 0
-    for w in tl.static_range(VOTE_ - 1):
-        n = tl.load(voted + w)
-        end += n
-        slot += tl.where(i >= end, sub_cap - n, 0)
-    return slot
-
-
-@triton.jit
-def _seg_slot(i, voted, sub_cap, VOTE_: tl.constexpr):
-    """The slot of a segment's i-th key: i, or where the count filled it by warps (VOTE_), _voted_slots'."""
-    if VOTE_ > 0:
-        i = _voted_slots(i, voted, sub_cap, VOTE_)
-    return i
 
 
 @triton.jit
