@@ -97,29 +97,13 @@ def _constraints(pack: int, inputs: str) -> str:
     return ",".join(["=r"] * pack + [c for c in inputs for _ in range(pack)])
 
 
-# (an op's asm is a constant: one of each for every count of elements a thread a step the count can have;
+# (an op's asm is a constant: one for each count of elements a thread a step the count can have, indexed by it;
 # _topk_paths refuses the others)
 VOTE_PACKS = (1, 2, 4, 8, 16)
-_VOTE_1 = tl.constexpr(_vote_asm(1))
-_VOTE_2 = tl.constexpr(_vote_asm(2))
-_VOTE_4 = tl.constexpr(_vote_asm(4))
-_VOTE_8 = tl.constexpr(_vote_asm(8))
-_VOTE_16 = tl.constexpr(_vote_asm(16))
-_VOTE_C1 = tl.constexpr(_constraints(1, "rrrllr"))
-_VOTE_C2 = tl.constexpr(_constraints(2, "rrrllr"))
-_VOTE_C4 = tl.constexpr(_constraints(4, "rrrllr"))
-_VOTE_C8 = tl.constexpr(_constraints(8, "rrrllr"))
-_VOTE_C16 = tl.constexpr(_constraints(16, "rrrllr"))
-_WARP_COUNT_1 = tl.constexpr(_warp_count_asm(1))
-_WARP_COUNT_2 = tl.constexpr(_warp_count_asm(2))
-_WARP_COUNT_4 = tl.constexpr(_warp_count_asm(4))
-_WARP_COUNT_8 = tl.constexpr(_warp_count_asm(8))
-_WARP_COUNT_16 = tl.constexpr(_warp_count_asm(16))
-_WARP_COUNT_C1 = tl.constexpr(_constraints(1, "rl"))
-_WARP_COUNT_C2 = tl.constexpr(_constraints(2, "rl"))
-_WARP_COUNT_C4 = tl.constexpr(_constraints(4, "rl"))
-_WARP_COUNT_C8 = tl.constexpr(_constraints(8, "rl"))
-_WARP_COUNT_C16 = tl.constexpr(_constraints(16, "rl"))
+_VOTE = tl.constexpr(tuple(_vote_asm(p) if p in VOTE_PACKS else "" for p in range(17)))
+_VOTE_C = tl.constexpr(tuple(_constraints(p, "rrrllr") if p in VOTE_PACKS else "" for p in range(17)))
+_WARP_COUNT = tl.constexpr(tuple(_warp_count_asm(p) if p in VOTE_PACKS else "" for p in range(17)))
+_WARP_COUNT_C = tl.constexpr(tuple(_constraints(p, "rl") if p in VOTE_PACKS else "" for p in range(17)))
 
 
 @triton.jit
@@ -128,35 +112,17 @@ def _vote_step(n, t, admitted, hist_addr, seg, sub_cap, PACK: tl.constexpr):
     a register take the next slots of its sub-segment (seg + warp * sub_cap) by a vote, their rank among the
     warp's lanes and its running count `n` (every element of a warp holds it); the first sub_cap are stored
     there, and every admitted key adds 1 to its histogram bin at hist_addr. No atomic answers, no barrier,
-    no shared memory. PACK: the elements a thread holds (every one of them in one op, in turn). Returns the
-    new count (past sub_cap where the sub-segment overflowed)."""
+    no shared memory. PACK: the elements a thread holds (every one of them in one op, in turn; one of
+    VOTE_PACKS). Returns the new count (past sub_cap where the sub-segment overflowed)."""
+    tl.static_assert(PACK <= 16, "_vote_step: 1, 2, 4, 8 or 16 elements a thread")
     args = [n, t, admitted.to(tl.int32), hist_addr.to(tl.int64), (seg + n * 0).to(tl.int64), sub_cap + n * 0]
-    if PACK == 1:
-        return tl.inline_asm_elementwise(_VOTE_1, _VOTE_C1, args, dtype=tl.int32, is_pure=False, pack=1)
-    elif PACK == 2:
-        return tl.inline_asm_elementwise(_VOTE_2, _VOTE_C2, args, dtype=tl.int32, is_pure=False, pack=2)
-    elif PACK == 4:
-        return tl.inline_asm_elementwise(_VOTE_4, _VOTE_C4, args, dtype=tl.int32, is_pure=False, pack=4)
-    elif PACK == 8:
-        return tl.inline_asm_elementwise(_VOTE_8, _VOTE_C8, args, dtype=tl.int32, is_pure=False, pack=8)
-    else:
-        tl.static_assert(PACK == 16, "_vote_step: 1, 2, 4, 8 or 16 elements a thread")
-        return tl.inline_asm_elementwise(_VOTE_16, _VOTE_C16, args, dtype=tl.int32, is_pure=False, pack=16)
+    return tl.inline_asm_elementwise(_VOTE[PACK], _VOTE_C[PACK], args, dtype=tl.int32, is_pure=False, pack=PACK)
 
 
 @triton.jit
 def _store_warp_count(counts, n, PACK: tl.constexpr):
     """Each warp's count `n` (_vote_step's) to counts[warp], by its lane 0 (a dummy 0 out)."""
+    tl.static_assert(PACK <= 16, "_store_warp_count: 1, 2, 4, 8 or 16 elements a thread")
     args = [n, (counts + n * 0).to(tl.int64)]
-    if PACK == 1:
-        return tl.inline_asm_elementwise(_WARP_COUNT_1, _WARP_COUNT_C1, args, dtype=tl.int32, is_pure=False, pack=1)
-    elif PACK == 2:
-        return tl.inline_asm_elementwise(_WARP_COUNT_2, _WARP_COUNT_C2, args, dtype=tl.int32, is_pure=False, pack=2)
-    elif PACK == 4:
-        return tl.inline_asm_elementwise(_WARP_COUNT_4, _WARP_COUNT_C4, args, dtype=tl.int32, is_pure=False, pack=4)
-    elif PACK == 8:
-        return tl.inline_asm_elementwise(_WARP_COUNT_8, _WARP_COUNT_C8, args, dtype=tl.int32, is_pure=False, pack=8)
-    else:
-        tl.static_assert(PACK == 16, "_store_warp_count: 1, 2, 4, 8 or 16 elements a thread")
-        return tl.inline_asm_elementwise(_WARP_COUNT_16, _WARP_COUNT_C16, args, dtype=tl.int32, is_pure=False,
-                                         pack=16)
+    return tl.inline_asm_elementwise(_WARP_COUNT[PACK], _WARP_COUNT_C[PACK], args, dtype=tl.int32, is_pure=False,
+                                     pack=PACK)
