@@ -275,5 +275,5 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
              BLOCK, KP, CAP_, WRITE_VALUES, KB, SCAN_SLOTS, RANK_TILE_, True, out_idx, 0, st_first,
              ONE_ROUND_=True, seg=seg_ptr + at.to(tl.int64) * seg_cap, n_seg=n_seg,
              from_seg=from_seg, SEG_=SEG_, EARLY_=EARLY_, t_early=t_early, x_early=x_early,
-             voted=voted, sub_cap=sub_cap, VOTE_=VOTE_ if SEG_ else 0)
+             voted=voted, sub_cap=sub_cap, VOTE_=VOTE_)
 

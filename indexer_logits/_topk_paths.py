@@ -187,6 +187,13 @@ def _voters(s: dict) -> int:
     return s["NUM_WARPS"] if s["COUNT_VOTE"] and s["SEGMENTS"] else 0  # (None, unresolved: off)
 
 
+def _vote_pack(s: dict) -> int:
+    """The keys a thread holds of a step of the voting count (its vote op takes them at once): the step over the
+    program's threads; 1 where the count does not vote."""
+    voters = _voters(s)
+    return _count_step(s) // (32 * voters) if voters else 1
+
+
 def _claims(s: dict) -> bool:
     """Whether the bound path's count claims its segment slots from a counter (COUNT_BALLOT with SEGMENTS;
     over COUNT_LANES where both are set; not with COUNT_VOTE)."""
@@ -221,9 +228,9 @@ def _bound_shapes(rows: int, width: int, k: int, s: dict) -> tuple:
                          f"keys and {s['NUM_WARPS']} warps")
     voters = _voters(s)
     packs = bound_count_kernels().VOTE_PACKS
-    if voters and (_count_step(s) % (32 * voters) or _count_step(s) // (32 * voters) not in packs):  # (one vote op)
-        raise ValueError(f"settings: COUNT_VOTE reads steps of 1, 2, 4, 8 or 16 keys a thread, got {_count_step(s)} "
-                         f"keys and {voters} warps")
+    if voters and (_count_step(s) % (32 * voters) or _vote_pack(s) not in packs):  # (one vote op a step)
+        raise ValueError(f"settings: COUNT_VOTE reads steps of {', '.join(map(str, packs[:-1]))} or {packs[-1]} keys "
+                         f"a thread, got {_count_step(s)} keys and {voters} warps")
     if voters and cap % voters:  # (segments are whole blocks of 64 slots: never, but never silently)
         raise ValueError(f"settings: a segment of {cap} slots does not split into {voters} warps' sub-segments")
     if lanes and cap % lanes:  # (chunks are whole blocks of at least 256 keys: never, but never silently)
@@ -271,7 +278,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     launch(bound_count_kernels().topk_bound_count_kernel, grid, *window_args, k, -(-k // T), ws, ws_first, chunk,
            *segs, WINDOW=window, MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"],
            LANES_=lanes > 0, ASM_=asm, TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline,
-           EARLY_=bool(s["COUNT_EARLY"]), VOTE_=voters, PACK_=_count_step(s) // (32 * voters) if voters else 1, **sub,
+           EARLY_=bool(s["COUNT_EARLY"]), VOTE_=voters, PACK_=_vote_pack(s), **sub,
            **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,

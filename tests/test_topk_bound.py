@@ -67,7 +67,7 @@ def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
         return launches(launch)
     with monkeypatch.context() as m:
         m.setattr(S._recorded_launches, "run", until_compaction)
-        idx = torch.empty(rows, k, dtype=torch.int32)
+        idx = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
         S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="bound", settings=settings)
     s = S.path_settings("bound", settings)
     per_row, bins = S.state_words(s), 2 * s["BINS"]  # (the keys' histogram spans both of the state's)

@@ -13,6 +13,7 @@ from indexer_logits import _topk_select as S
 from indexer_logits._topk_launch import chunk_size
 
 from _helpers import launches_of
+from test_topk_bound import _keys_counted
 from test_topk_gpu import _scores_of_kind
 
 pytestmark = pytest.mark.gpu
@@ -93,28 +94,16 @@ def test_voted_sub_segments_hold_each_admitted_key_once(warps, step, monkeypatch
     these scores, and each sub-segment holds distinct positions of its program's chunk."""
     rows, width, k = 16, 65536, 2048
     x = torch.randn(rows, width, device="cuda", generator=torch.Generator("cuda").manual_seed(9))
+    lo = torch.zeros(rows, dtype=torch.int32, device="cuda")
     hi = torch.full((rows,), width, dtype=torch.int32, device="cuda")
     settings = {"SEGMENTS": True, "COUNT_VOTE": True, "NUM_WARPS": warps, "COUNT_STEP": step}
     kept = []
     real = S._bound_scratch
     monkeypatch.setattr(S, "_bound_scratch", lambda *a, **kw: kept.append(real(*a, **kw)) or kept[-1])
-    ws = S.workspace(rows, "cuda")
     S._recorded_launches.clear()
-    real_run = S._recorded_launches.run
-
-    def until_compaction(tag, inputs, scalars, launches, out_index):
-        def launch(fn, grid, *args, **kw):
-            if fn.fn.__name__ != "topk_bound_compact_kernel":
-                S._recorded_launches.plain(fn, grid, *args, **kw)
-        return launches(launch)
-    monkeypatch.setattr(S._recorded_launches, "run", until_compaction)
-    idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
-    S.select_rows(x, k, S.WINDOW_LIMIT, idx, None, ws, lens=hi, path="bound", settings=settings)
-    monkeypatch.setattr(S._recorded_launches, "run", real_run)
+    counted = _keys_counted(x, k, lo, hi, settings, monkeypatch)
     seg, counts = kept[-1][2].cpu(), kept[-1][3].cpu()
     s = S.path_settings("bound", settings)
-    per_row, bins = S.state_words(s), 2 * s["BINS"]
-    counted = [int(ws.view(-1)[r * per_row + 16:r * per_row + 16 + bins].sum()) for r in range(rows)]
     sub = seg.shape[2] // warps
     assert counts.shape[2] == warps and counts.sum((1, 2)).tolist() == counted and min(counted) > 0
     assert int(counts.max()) <= sub, "these scores should not overflow a warp's sub-segment"
