@@ -36,9 +36,7 @@ def _args(k: int) -> dict:
             "buf_stride": 2 * k * 16, "slots_per_program": 128, "idx_stride": k, "counts_ptr": "*i32",
             "nchunks": 4, "chunk_tiles": 1024, "tau_ptr": "*fp32", "ws_first_ptr": "*i32", "ws_second_ptr": "*i32",
             # the bound path's segments (64 x 32K: 16 programs a row of 2,048 keys, 512 positions each)
-            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32", "k_tiles": -(-k // 8),
-            # and the maxima its count reads to skip the tiles below its bound (COUNT_SKIP: tiles of 8)
-            "mx_ptr": "*fp32", "mx_stride": WIDTH // 8}
+            "seg_ptr": "*i32", "seg_cap": 512, "counts_ptr": "*i32", "k_tiles": -(-k // 8)}
 
 
 def kernels(k: int) -> list[tuple[str, object, dict, int]]:
@@ -126,13 +124,6 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
            {**common, "BLOCK": c, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "VOTE_": w, "ASM_": True,
             "PACK_": c // (32 * w), "EARLY_": e}, w)
           for c, e in ((512, False), (1024, False), (512, True))),
-        # and its count reading only the tiles whose maximum is above its bound (COUNT_SKIP: tiles of 16), voted (the
-        # prefill's form, the maxima from key 0: the epilogue's) and by prefix sums with its loads early (decode's)
-        ("bound: count, 512 a step, voted, tiles skipped (SEGMENTS)", BC.topk_bound_count_kernel,
-         {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "VOTE_": w, "ASM_": True, "PACK_": S.BLOCK // (32 * w),
-          "SKIP_": 16, "SKIP_ABS_": True}, w),
-        ("bound: count, inline, loads early, tiles skipped (SEGMENTS)", BC.topk_bound_count_kernel,
-         {**common, "MARGIN_": B.MARGIN, "PDL": True, "SEG_": True, "INLINE_": True, "EARLY_": True, "SKIP_": 16}, w),
         ("bound: compaction, voted sub-segments, loads early (SEGMENTS)", B.topk_bound_compact_kernel,
          {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": True, "VOTE_": w, "EARLY_": True}, w),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,

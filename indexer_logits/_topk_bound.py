@@ -116,16 +116,6 @@ COUNT_INLINE = True
 COUNT_VOTE = None
 # votes_for: a call whose count programs read at least this many steps each (the prefill's blocks read ~18).
 VOTE_MIN_STEPS = 8
-# Whether the keys' count reads only the keys of tiles whose maximum is above bin 0 (the rest hold keys of bin 0
-# only, which it never admits: _topk_bound_count._live_tiles), each step's tile maxima loaded a step before; not
-# read with COUNT_LANES or COUNT_PREFETCH. Why: with the bound at about the median tile maximum (tile_for), about
-# half the tiles lie wholly below it, and the count of a prefill block reads its keys at about the HBM's rate (an
-# H100, a 164 x 64K block: its keys' load and compare alone 14.6 us of 43 MB, the voted count 24.4;
-# docs/perf_logs/topk_count_step_h100 call 5, topk_vote call 3). None: skips_for's model.
-COUNT_SKIP = None
-# skips_for: a call whose count programs read at least this many steps each (where the count reads enough to
-# be bound by it; a few steps a program are bound by their chain of loads, which the maxima's first load lengthens).
-SKIP_MIN_STEPS = 8
 # Whether the keys' count issues its mapping's loads and scans, and its first step's keys, before its window's
 # test, and round 1 over the maxima its range (COUNT_EARLY), and whether the compaction (with SEGMENTS) loads its
 # segment's count, first positions and their scores before the row's state and its threshold's scan
@@ -147,12 +137,6 @@ def votes_for(kind, steps: int) -> bool:
     count programs read at least VOTE_MIN_STEPS steps (its lean loop pays where a program's steps are many), off
     else (and for a call of no kind: the selection alone)."""
     return kind in ("decode", "prefill") and steps >= VOTE_MIN_STEPS
-
-
-def skips_for(kind, steps: int) -> bool:
-    """COUNT_SKIP where a call leaves it to the model (None): on for decode calls and prefill blocks (`kind`) whose
-    count programs read at least SKIP_MIN_STEPS steps, off else (and for a call of no kind: the selection alone)."""
-    return kind in ("decode", "prefill") and steps >= SKIP_MIN_STEPS
 
 
 def lanes_for(kind, steps: int) -> bool:

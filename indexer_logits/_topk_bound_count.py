@@ -20,63 +20,37 @@ __all__ = ["VOTE_PACKS", "topk_bound_count_kernel"]  # (VOTE_PACKS: the steps _t
 
 @triton.jit
 def _step_digits(base, t, end, ahead, m_lo, scale, BLOCK: tl.constexpr, KB: tl.constexpr, PREFETCH_: tl.constexpr,
-                 first, EARLY_: tl.constexpr, mx_row, origin, mx, SKIP_: tl.constexpr):
+                 first=False, EARLY_: tl.constexpr = False):
     """A count step's keys at positions t (those below end): each one's digit over the bound's mapping, whether
     it is admitted (bin 1 and up), and with PREFETCH_ the next step's keys (the step's own are `ahead`, loaded a
     step before; without it `ahead` comes back as it came). With EARLY_ (and not PREFETCH_), the program's
-    `first` step's keys are `ahead`, loaded before the mapping. With SKIP_ (COUNT_SKIP; not with PREFETCH_), the
-    keys of tiles whose maximum is in bin 0 are not read (_live_tiles: `mx` holds this step's maxima, loaded a
-    step before, of the row's maxima at mx_row over runs of SKIP_ keys from `origin`), and the next step's maxima
-    come back in mx's place (as it came without SKIP_)."""
+    `first` step's keys are `ahead`, loaded before the mapping."""
     m = t < end
-    live = m
-    if SKIP_ > 0:
-        live = _live_tiles(mx, t, end, m_lo, scale, KB)
-        mx = _tile_maxima(mx_row, origin, t + BLOCK, end, SKIP_)
     if PREFETCH_:
         x = ahead
         ahead = tl.load(base + t + BLOCK, mask=t + BLOCK < end, other=0.0)
     elif EARLY_:
-        x = tl.where(first, ahead, tl.load(base + t, mask=live & (first == 0), other=0.0))
+        x = tl.where(first, ahead, tl.load(base + t, mask=m & (first == 0), other=0.0))
     else:
-        x = tl.load(base + t, mask=live, other=0.0)
+        x = tl.load(base + t, mask=m, other=0.0)
     d1, d2 = _digits(x, m_lo, scale, KB)
-    return d1, live & (d1 > 0), ahead, mx
-
-
-@triton.jit
-def _tile_maxima(mx_row, origin, t, end, SKIP_: tl.constexpr):
-    """The tile maximum of each position t below end (the row's maxima at mx_row over runs of SKIP_ keys from
-    `origin`), -inf past end."""
-    return tl.load(mx_row + (t - origin) // SKIP_, mask=t < end, other=float("-inf"))
-
-
-@triton.jit
-def _live_tiles(mx, t, end, m_lo, scale, KB: tl.constexpr):
-    """Whether each position t below end lies in a tile whose maximum (mx) is above bin 0. Exact: the digits are
-    monotone in the score, so a tile whose maximum is in bin 0 holds keys of bin 0 only, which the count never
-    admits, read or not."""
-    d_max, d2 = _digits(mx, m_lo, scale, KB)
-    return (t < end) & (d_max > 0)
+    return d1, m & (d1 > 0), ahead
 
 
 @triton.jit
 def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, ahead, BLOCK: tl.constexpr,
-                    KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr, EARLY_: tl.constexpr, mx_row,
-                    origin, mx, SKIP_: tl.constexpr):
+                    KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr, EARLY_: tl.constexpr = False):
     """topk_bound_count_kernel's loop with BALLOT_: each admitted key counted and its position stored
     at a slot claimed from the program's `counter` (_claim_slots with ASM_, else an atomic a key), the
     first seg_cap of them; the counter ends at the keys the program admitted (more than seg_cap: its
     segment overflowed, and the compaction reads its chunk). With PREFETCH_ the next step's keys load
     before this step's claims wait for their atomic (`ahead`: the first step's, loaded by the caller; with
-    EARLY_ likewise, the first step's only). With SKIP_, tiles whose maximum is in bin 0 are not read
-    (_step_digits; `mx`: the first step's maxima)."""
+    EARLY_ likewise, the first step's only)."""
     offs = tl.arange(0, BLOCK)
     at = counter + offs * 0
     for b0 in range(start, end, BLOCK):
         t = b0 + offs
-        d1, admitted, ahead, mx = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_, b0 == start,
-                                               EARLY_, mx_row, origin, mx, SKIP_)
+        d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_, b0 == start, EARLY_)
         if ASM_:
             slot = _claim_slots(at, admitted)
             slot += _red_add_one(hist + d1, admitted)  # (its dummy 0: keeps the op)
@@ -90,23 +64,22 @@ def _count_claiming(base, start, end, m_lo, scale, hist, seg, seg_cap, counter, 
 @triton.jit
 def _count_voting(base, start, end, m_lo, scale, hist, seg, sub_cap, counts, ahead, BLOCK: tl.constexpr,
                   KB: tl.constexpr, ASM_: tl.constexpr, PREFETCH_: tl.constexpr, EARLY_: tl.constexpr,
-                  WARPS_: tl.constexpr, PACK_: tl.constexpr, mx_row, origin, mx, SKIP_: tl.constexpr):
+                  WARPS_: tl.constexpr, PACK_: tl.constexpr):
     """topk_bound_count_kernel's loop with VOTE_: each warp's admitted keys to a sub-segment of its own (sub_cap
     slots: warp w's at seg + w * sub_cap), slots by a vote a register and the warp's running count
     (_topk_ptx._vote_step: no atomic answers, no barrier, no layout conversion), and each warp's count to
     counts[w] at the end (past sub_cap where its sub-segment overflowed: the compaction then reads the chunk).
     Without ASM_ (the interpreter) a "warp" is a WARPS_-th of the step's positions, slots by prefix sums: the
     same sub-segments and counts, filled by another split of the keys. Each warp's count in every element it
-    holds (ASM_), or a warp a row (not). With SKIP_, tiles whose maximum is in bin 0 are not read
-    (_step_digits, _live_tiles; `mx`: the first step's maxima, read with ASM_)."""
+    holds (ASM_), or a warp a row (not)."""
     if ASM_:
         tl.static_assert(BLOCK == PACK_ * 32 * WARPS_, "_count_voting: a step is PACK_ keys a thread")
         offs = tl.arange(0, BLOCK)
         n = tl.zeros([BLOCK], tl.int32)
         for b0 in range(start, end, BLOCK):
             t = b0 + offs
-            d1, admitted, ahead, mx = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_,
-                                                   b0 == start, EARLY_, mx_row, origin, mx, SKIP_)
+            d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_, b0 == start,
+                                               EARLY_)
             n = _vote_step(n, t, admitted, hist + d1, seg, sub_cap, PACK_)
         _store_warp_count(counts, n, PACK_)
     else:
@@ -117,8 +90,6 @@ def _count_voting(base, start, end, m_lo, scale, hist, seg, sub_cap, counts, ahe
         for b0 in range(start, end, BLOCK):
             t = b0 + offs
             m = t < end
-            if SKIP_ > 0:
-                m = _live_tiles(_tile_maxima(mx_row, origin, t, end, SKIP_), t, end, m_lo, scale, KB)
             d1, d2 = _digits(tl.load(base + t, mask=m, other=0.0), m_lo, scale, KB)
             admitted = m & (d1 > 0)
             slot = n[:, None] + tl.cumsum(admitted.to(tl.int32), 1) - 1
@@ -179,8 +150,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
                             LANES_: tl.constexpr = False, ASM_: tl.constexpr = False, SUB_P2: tl.constexpr = 64,
                             TRIGGER_: tl.constexpr = False, BALLOT_: tl.constexpr = False,
                             INLINE_: tl.constexpr = False, EARLY_: tl.constexpr = False,
-                            VOTE_: tl.constexpr = 0, PACK_: tl.constexpr = 1, mx_ptr=None, mx_stride=0,
-                            SKIP_: tl.constexpr = 0, SKIP_ABS_: tl.constexpr = False):
+                            VOTE_: tl.constexpr = 0, PACK_: tl.constexpr = 1):
     """Step 3: each key's digit over the bound's mapping (2 * BINS_ bins: the histogram spans both of
     the state's, this path having no round 2), counted where it is 1 or more (one relaxed atomic a
     key: the few above the bound). Rows of at most k keys are skipped (all of them the answer).
@@ -197,10 +167,7 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
     before the window's test, which they do not depend on, so that their L2 round trips overlap the
     window's and each other's. With SEG_ and VOTE_ (the program's warps: COUNT_VOTE, over BALLOT_ and LANES_),
     each warp's admitted keys go to a sub-segment of seg_cap // VOTE_ slots of its own, by votes, and its count
-    to counts[row, chunk, warp] (_count_voting; PACK_: the keys a thread a step). With SKIP_ (COUNT_SKIP: the
-    path's tile; not with LANES_ or PREFETCH_), the keys of tiles whose maximum (mx_ptr: the path's maxima, over
-    runs of SKIP_ keys from the window's start, or from key 0 with SKIP_ABS_: the logits kernel's) is in bin 0
-    are not read: the count reads the rest, a step's maxima loaded a step before (_step_digits)."""
+    to counts[row, chunk, warp] (_count_voting; PACK_: the keys a thread a step)."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL, TRIGGER_)
     base = logits_ptr + row.to(tl.int64) * stride_row
@@ -222,15 +189,6 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         tl.store(counts_ptr + at, n_seg)
         tl.debug_barrier()
     ahead = tl.zeros([BLOCK], tl.float32)  # (read only with PREFETCH_ or EARLY_)
-    mx_row = base  # (read with SKIP_ only; then the row's tile maxima, from key `origin`, and the first step's)
-    origin = lo
-    mx = ahead
-    if SKIP_ > 0:
-        tl.static_assert(not PREFETCH_ and not LANES_, "topk_bound_count_kernel: SKIP_ without PREFETCH_ and LANES_")
-        mx_row = mx_ptr + row.to(tl.int64) * mx_stride
-        if SKIP_ABS_:
-            origin = lo * 0
-        mx = _tile_maxima(mx_row, origin, start + tl.arange(0, BLOCK), end, SKIP_)
     if EARLY_:  # (a row of at most k keys computes a mapping it never stores: its state's loads are harmless)
         if not PREFETCH_ and not LANES_:
             first = start + tl.arange(0, BLOCK)
@@ -249,18 +207,18 @@ def topk_bound_count_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, nex
         tl.store(st + 13, scale.to(tl.int32, bitcast=True))
         if VOTING:
             _count_voting(base, start, end, m_lo, scale, st + 16, seg, sub_cap, counts, ahead, BLOCK, KB, ASM_,
-                          PREFETCH_, EARLY_, VOTE_, PACK_, mx_row, origin, mx, SKIP_)
+                          PREFETCH_, EARLY_, VOTE_, PACK_)
         elif SEG_ and BALLOT_:
             _count_claiming(base, start, end, m_lo, scale, st + 16, seg, seg_cap, counts_ptr + at, ahead, BLOCK, KB,
-                            ASM_, PREFETCH_, EARLY_, mx_row, origin, mx, SKIP_)
+                            ASM_, PREFETCH_, EARLY_)
         elif SEG_ and LANES_:
             n_seg = _count_lanes(base, start, end, m_lo, scale, st + 16, seg, seg_cap, BLOCK, KB, ASM_, SUB_P2)
         else:
             offs = tl.arange(0, BLOCK)
             for b0 in range(start, end, BLOCK):
                 t = b0 + offs
-                d1, admitted, ahead, mx = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_,
-                                                       b0 == start, EARLY_, mx_row, origin, mx, SKIP_)
+                d1, admitted, ahead = _step_digits(base, t, end, ahead, m_lo, scale, BLOCK, KB, PREFETCH_, b0 == start,
+                                                   EARLY_)
                 if INLINE_:  # (inline PTX: the operands keep the step's layout, no trip through shared memory)
                     _red_add_one(st + 16 + d1, admitted)
                 else:

@@ -194,12 +194,6 @@ def _vote_pack(s: dict) -> int:
     return _count_step(s) // (32 * voters) if voters else 1
 
 
-def _skip_tile(s: dict, tile: int) -> int:
-    """The tile whose maxima the bound path's count reads to skip the keys below its bound (COUNT_SKIP: the path's
-    tile; not with COUNT_LANES' rows nor COUNT_PREFETCH, whose loads it does not mask), else 0."""
-    return tile if s["COUNT_SKIP"] and not s["COUNT_PREFETCH"] and not _lane_rows(s) else 0
-
-
 def _claims(s: dict) -> bool:
     """Whether the bound path's count claims its segment slots from a counter (COUNT_BALLOT with SEGMENTS;
     over COUNT_LANES where both are set; not with COUNT_VOTE)."""
@@ -285,7 +279,6 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            *segs, WINDOW=window, MARGIN_=bk.MARGIN, SEG_=s["SEGMENTS"], PREFETCH_=s["COUNT_PREFETCH"],
            LANES_=lanes > 0, ASM_=asm, TRIGGER_=trigger, BALLOT_=ballot, INLINE_=inline,
            EARLY_=bool(s["COUNT_EARLY"]), VOTE_=voters, PACK_=_vote_pack(s), **sub,
-           mx_ptr=maxima, mx_stride=maxima.stride(0), SKIP_=_skip_tile(s, T), SKIP_ABS_=maxima_given,
            **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
     launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,

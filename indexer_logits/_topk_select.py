@@ -256,8 +256,7 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
     if path == "bound":  # the count's forms where not set: the model's (_topk_bound.lanes_for, votes_for)
         steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
         s = dict(s, **{name: rule(kind, steps) for name, rule in (("COUNT_LANES", bound_kernels().lanes_for),
-                                                                  ("COUNT_VOTE", bound_kernels().votes_for),
-                                                                  ("COUNT_SKIP", bound_kernels().skips_for))
+                                                                  ("COUNT_VOTE", bound_kernels().votes_for))
                        if s[name] is None})
     if path == "bound":  # the early loads: decode calls only where not set (_topk_bound.COUNT_EARLY)
         s = dict(s, **{name: kind == "decode" for name in ("COUNT_EARLY", "COMPACT_EARLY") if s[name] is None})
@@ -302,7 +301,7 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
                  COUNT_PREFETCH=bound_kernels().COUNT_PREFETCH, COUNT_LANES=bound_kernels().COUNT_LANES,
                  COUNT_BALLOT=bound_kernels().COUNT_BALLOT, COUNT_INLINE=bound_kernels().COUNT_INLINE,
                  COUNT_EARLY=bound_kernels().COUNT_EARLY, COMPACT_EARLY=bound_kernels().COMPACT_EARLY,
-                 COUNT_VOTE=bound_kernels().COUNT_VOTE, COUNT_SKIP=bound_kernels().COUNT_SKIP)
+                 COUNT_VOTE=bound_kernels().COUNT_VOTE)
     elif path == "resident":
         kn, rk = kernels(), resident_kernels()
         s = dict(CHUNK=rk.CHUNK, STEP=rk.STEP, NUM_WARPS=rk.NUM_WARPS, BINS=kn.BINS, CAP=kn.CAP,

@@ -28,11 +28,10 @@ def test_every_path_compiles_for_sm90_without_spills():
     # dependent launch at its start (TRIGGER), and claiming its segment slots (COUNT_BALLOT) at two steps and
     # ahead, and its atomics and stores inline (COUNT_INLINE), and its loads early (COUNT_EARLY: the count in two
     # forms and round 1 over the maxima; COMPACT_EARLY: the compaction), and filling a sub-segment a warp by votes
-    # (COUNT_VOTE) at two steps and early, with the compaction reading them, and reading only the tiles above its
-    # bound (COUNT_SKIP) voted and by prefix sums early; the row path's held (HOLD), and its stores
+    # (COUNT_VOTE) at two steps and early, with the compaction reading them; the row path's held (HOLD), and its stores
     # inline (INLINE) held and not, the latter writing the scores too; the resident
     # path's one, at the tuner's three settings, its chunk read a step a phase or held in registers
-    assert len(rows) == 52 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles", "bound",
+    assert len(rows) == 50 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles", "bound",
                                                                          "resident"}
     for name, r in rows.items():
         assert r["target"] == "sm_90" and r["registers"] > 0 and len(r["ptx_sha1"]) == 12, name

@@ -32,21 +32,16 @@ def _clean_runtime(clean_runtime):
                         (True, False, False, True, False), (True, True, False, True, False),
                         (True, False, False, False, True), (True, False, False, True, True),
                         (True, False, True, False, True), (False, False, False, False, True),
-                        (True, False, False, "vote", False), (True, False, False, "vote", True),
-                        (True, False, False, "vote", False, True), (True, False, False, "vote", True, True),
-                        (False, False, False, False, False, True), (True, False, False, True, True, True),
-                        (True, False, True, False, False, True)],
+                        (True, False, False, "vote", False), (True, False, False, "vote", True)],
                 ids=["chunks", "segments", "prefetch", "lanes", "ballot", "ballot-prefetch", "early",
-                     "ballot-early", "lanes-early", "chunks-early", "vote", "vote-early", "vote-skip",
-                     "vote-early-skip", "chunks-skip", "ballot-early-skip", "lanes-skip"])
+                     "ballot-early", "lanes-early", "chunks-early", "vote", "vote-early"])
 def segments(request, monkeypatch):
     """The compaction reading its chunk of the row, or the keys' count's segments (SEGMENTS); the
     count loading a step ahead (COUNT_PREFETCH) in steps of 1,024 keys (COUNT_STEP), or filling a
     sub-segment a row of 32 keys of a step (COUNT_LANES), or claiming its slots from a counter
     (COUNT_BALLOT), or filling a sub-segment a warp by votes (COUNT_VOTE), or none of these; the count's and
-    the compaction's independent loads first (COUNT_EARLY, COMPACT_EARLY) or not; the count reading only the
-    tiles whose maximum is above its bound (COUNT_SKIP; with the rows of 32 keys not read) or every key."""
-    seg, ahead, lanes, ballot, early, skip = (*request.param, False)[:6]
+    the compaction's independent loads first (COUNT_EARLY, COMPACT_EARLY) or not."""
+    seg, ahead, lanes, ballot, early = request.param
     monkeypatch.setattr(B, "COUNT_VOTE", ballot == "vote")
     ballot = ballot is True
     monkeypatch.setattr(B, "COUNT_EARLY", early)
@@ -56,29 +51,24 @@ def segments(request, monkeypatch):
     monkeypatch.setattr(B, "COUNT_STEP", 1024 if ahead else 0)
     monkeypatch.setattr(B, "COUNT_LANES", lanes)
     monkeypatch.setattr(B, "COUNT_BALLOT", ballot)
-    monkeypatch.setattr(B, "COUNT_SKIP", skip)
     return seg
 
 
-def _keys_counted(logits, k, lo, hi, settings, monkeypatch, tile_maxima=None, seen=None) -> list:
+def _keys_counted(logits, k, lo, hi, settings, monkeypatch) -> list:
     """Per row, the keys the bound admitted (the keys' histogram of step 3, read before the
-    compaction, which is not launched here); tile_maxima: select_rows' (the kernel before's); `seen`: a list the
-    count's launch keywords are added to."""
+    compaction, which is not launched here)."""
     rows = logits.shape[0]
     ws = S.workspace(rows, logits.device)
 
     def until_compaction(tag, inputs, key, launches, out_index):
         def launch(fn, grid, *args, **kw):
-            if fn.fn.__name__ == "topk_bound_count_kernel" and seen is not None:
-                seen.append(kw)
             if fn.fn.__name__ != "topk_bound_compact_kernel":
                 S._recorded_launches.plain(fn, grid, *args, **kw)
         return launches(launch)
     with monkeypatch.context() as m:
         m.setattr(S._recorded_launches, "run", until_compaction)
         idx = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
-        S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="bound", settings=settings,
-                      tile_maxima=tile_maxima)
+        S.select_rows(logits, k, S.WINDOW_RAGGED, idx, None, ws, lo=lo, hi=hi, path="bound", settings=settings)
     s = S.path_settings("bound", settings)
     per_row, bins = S.state_words(s), 2 * s["BINS"]  # (the keys' histogram spans both of the state's)
     return [int(ws.view(-1)[r * per_row + 16:r * per_row + 16 + bins].sum()) for r in range(rows)]
@@ -314,43 +304,6 @@ def test_tile_maxima_given_by_the_kernel_before(kernels_run, segments):
         assert_same_topk(idx, None, x, k, torch.zeros(rows, dtype=torch.int32), lens)
 
 
-@needs_interpreter
-@pytest.mark.parametrize("form", ["prefix sums", "votes", "claims", "votes, early"])
-def test_the_count_skips_the_tiles_below_its_bound(form, monkeypatch):
-    check_the_count_skips_the_tiles_below_its_bound(form, "cpu", monkeypatch)
-
-
-def check_the_count_skips_the_tiles_below_its_bound(form, device, monkeypatch):
-    """COUNT_SKIP: the count does not read the keys of a tile whose maximum is below its bound. The maxima are given
-    (as the logits kernel's epilogue gives them, from key 0) over the clean scores, and the keys of the tiles whose
-    maximum is among the lowest 30% (far below the bound: the 256th largest of 640) are then set to 1e30, which
-    the count admits wherever it reads one: with the skip it counts what it counts over the clean scores, without
-    it more (so the test can fail), and the count is launched with the skip's tile and the maxima's origin."""
-    rows, width, k = 2, 40960, 256
-    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(8)).to(device)
-    lo = torch.tensor([0, 100], dtype=torch.int32, device=device)
-    hi = torch.tensor([width, width - 3], dtype=torch.int32, device=device)
-    tile = B.tile_for(width, k)
-    nt = TT.tiles_for(width, tile)
-    pos = torch.arange(width, device=device)
-    inside = (pos >= lo[:, None]) & (pos < hi[:, None])
-    maxima = torch.where(inside, x, float("-inf")).view(rows, nt, tile).amax(2)  # (over key 0's tiles)
-    ntiles = torch.full((rows,), nt, dtype=torch.int32, device=device)
-    dead = maxima < maxima.quantile(0.3, dim=1, keepdim=True)
-    poisoned = torch.where(dead.repeat_interleave(tile, 1) & inside, torch.full_like(x, 1e30), x)
-    settings = {"PROGRAMS_PER_SM": 1, "SEGMENTS": True, "COUNT_VOTE": form.startswith("votes"),
-                "COUNT_BALLOT": form == "claims", "COUNT_LANES": False, "COUNT_EARLY": form.endswith("early")}
-    counts = []
-    clean = _keys_counted(x, k, lo, hi, dict(settings, COUNT_SKIP=False), monkeypatch, (maxima, ntiles), counts)
-    skipped = _keys_counted(poisoned, k, lo, hi, dict(settings, COUNT_SKIP=True), monkeypatch, (maxima, ntiles),
-                            counts)
-    read = _keys_counted(poisoned, k, lo, hi, dict(settings, COUNT_SKIP=False), monkeypatch, (maxima, ntiles),
-                         counts)
-    assert skipped == clean
-    assert all(r > c for r, c in zip(read, clean)), "the poisoned keys must count where the count reads them"
-    assert [(kw["SKIP_"], kw["SKIP_ABS_"]) for kw in counts] == [(0, True), (tile, True), (0, True)]
-
-
 def test_tile_maxima_refused_by_paths_that_do_not_read_them():
     x = torch.zeros(2, 64)
     with pytest.raises(ValueError, match="tiles and bound paths"):
@@ -411,8 +364,7 @@ def _random_case(seed: int) -> tuple:
                     PROGRAMS_PER_SM=rng.choice([1, 2]), SEGMENTS=rng.random() < 0.5,
                     COUNT_STEP=rng.choice([0, 512, 2048]), COUNT_PREFETCH=rng.random() < 0.5,
                     COUNT_LANES=rng.random() < 0.5, COUNT_BALLOT=rng.random() < 0.3, COUNT_INLINE=rng.random() < 0.3,
-                    COUNT_EARLY=rng.random() < 0.5, COMPACT_EARLY=rng.random() < 0.5, COUNT_VOTE=rng.random() < 0.3,
-                    COUNT_SKIP=rng.random() < 0.5)
+                    COUNT_EARLY=rng.random() < 0.5, COMPACT_EARLY=rng.random() < 0.5, COUNT_VOTE=rng.random() < 0.3)
     return x, k, lo, hi, settings
 
 

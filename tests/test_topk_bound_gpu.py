@@ -13,7 +13,7 @@ from indexer_logits import _topk_select as S
 from indexer_logits._topk_launch import chunk_size
 
 from _helpers import launches_of
-from test_topk_bound import _keys_counted, check_the_count_skips_the_tiles_below_its_bound
+from test_topk_bound import _keys_counted
 from test_topk_gpu import _scores_of_kind
 
 pytestmark = pytest.mark.gpu
@@ -35,13 +35,7 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "voted, 1024 a step": {"COUNT_VOTE": True, "COUNT_STEP": 1024},
           "voted, 8 warps": {"COUNT_VOTE": True, "NUM_WARPS": 8},
           "voted, ahead": {"COUNT_VOTE": True, "COUNT_PREFETCH": True},
-          "voted, early": {"COUNT_VOTE": True, "COUNT_EARLY": True, "COMPACT_EARLY": True},
-          # reading only the tiles whose maximum is above the bound (COUNT_SKIP: the maxima's loads a step ahead)
-          "voted, skipped": {"COUNT_VOTE": True, "COUNT_SKIP": True},
-          "voted, early, skipped": {"COUNT_VOTE": True, "COUNT_EARLY": True, "COMPACT_EARLY": True, "COUNT_SKIP": True},
-          "prefix sums, inline, early, skipped": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_INLINE": True,
-                                                  "COUNT_EARLY": True, "COMPACT_EARLY": True, "COUNT_SKIP": True},
-          "claimed, skipped": {"COUNT_LANES": False, "COUNT_BALLOT": True, "COUNT_SKIP": True}}
+          "voted, early": {"COUNT_VOTE": True, "COUNT_EARLY": True, "COMPACT_EARLY": True}}
 
 
 @pytest.mark.parametrize("count", list(COUNTS))
@@ -78,8 +72,7 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
                         and kw["INLINE_"] == count.startswith("prefix sums, inline")
                         and kw["LANES_"] == count.startswith("rows") and kw["VOTE_"] == voted
                         and kw["PREFETCH_"] == form.get("COUNT_PREFETCH", False)
-                        and kw["EARLY_"] == form.get("COUNT_EARLY", False)
-                        and (kw["SKIP_"] > 0) == form.get("COUNT_SKIP", False) for kw in seen), seen
+                        and kw["EARLY_"] == form.get("COUNT_EARLY", False) for kw in seen), seen
     assert compactions and all(kw["EARLY_"] == form.get("COMPACT_EARLY", False) and kw["VOTE_"] == voted
                                for kw in compactions), compactions
     assert exact()
@@ -120,11 +113,3 @@ def test_voted_sub_segments_hold_each_admitted_key_once(warps, step, monkeypatch
             got = torch.cat([seg[r, c, w * sub:w * sub + int(counts[r, c, w])] for w in range(warps)]).long()
             assert got.unique().numel() == got.numel()
             assert bool(((got >= c * chunk) & (got < (c + 1) * chunk)).all())
-
-
-@pytest.mark.parametrize("form", ["prefix sums", "votes", "claims", "votes, early"])
-def test_the_count_skips_the_tiles_below_its_bound_on_the_gpu(form, monkeypatch):
-    """tests/test_topk_bound.py's check on the GPU, where the votes and claims are inline PTX: the count with
-    COUNT_SKIP never reads a key of a tile whose maximum is below its bound (poisoned keys there are not counted),
-    and without it does."""
-    check_the_count_skips_the_tiles_below_its_bound(form, "cuda", monkeypatch)

@@ -242,18 +242,14 @@ def test_the_space_holds_what_the_h200_taught():
     assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16} and not topk_tune.space("tiles", 64, 32768, 132)
     assert topk_tune.space("tiles", 256, 65536, 132)  # a prefill block of 64K-key rows: tiles is tried there
     assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True}
-    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 276 settings
+    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 244 settings
     # (148, and the bound path's count by rows of 32 keys and its 128 bins at four settings each of its buckets,
-    # its count claiming its slots at eight, by votes at eight, by votes reading only the live tiles at eight)
+    # its count claiming its slots at eight, by votes at eight)
     assert sum(len(topk_tune.space(p, r, w, 132))
-               for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 276
+               for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 244
     # every bound setting names its count's votes, so that none is timed as the model would resolve it
     assert all(s["COUNT_VOTE"] in (False, True) for s in topk_tune.space("bound", 256, 1 << 16, 132))
-    assert sum(s["COUNT_VOTE"] for s in topk_tune.space("bound", 256, 1 << 16, 132)) == 16
-    # and its skip of the tiles below the bound likewise, on in eight voted settings (at the model's tile and 8)
-    skips = [s for s in topk_tune.space("bound", 256, 1 << 16, 132) if s["COUNT_SKIP"] is not False]
-    assert len(skips) == 8 and all(s["COUNT_SKIP"] is True and s["COUNT_VOTE"] for s in skips)
-    assert {s["TILE"] for s in skips} == {0, 8}
+    assert sum(s["COUNT_VOTE"] for s in topk_tune.space("bound", 256, 1 << 16, 132)) == 8
     assert sum(s["BINS"] == 128 and not s.get("COUNT_BALLOT") and not s["COUNT_VOTE"]
                for s in topk_tune.space("bound", 64, 32768, 132)) == 4
     assert all(s["SEGMENTS"] and s["BLOCK"] == 512 for s in topk_tune.space("bound", 1, 1 << 20, 132))
@@ -262,7 +258,7 @@ def test_the_space_holds_what_the_h200_taught():
     assert sum(s.get("COUNT_LANES", False) for s in prefill_bound) == 4
     assert sum(s.get("COUNT_BALLOT", False) for s in topk_tune.space("bound", 1, 1 << 20, 132)) == 8
     bound = topk_tune.space("bound", 64, 32768, 132)
-    assert bound and {s["TILE"] for s in bound} == {0, 4, 8, 16} and {s["BINS"] for s in bound} == {32, 64, 128}
+    assert bound and {s["TILE"] for s in bound} == {0, 4, 16} and {s["BINS"] for s in bound} == {32, 64, 128}
     assert not topk_tune.space("bound", 128, 8192, 132)  # fewer than 2k tiles of 4 a row
     for path, settings in (("tiles", tiles), ("bound", bound)):  # every setting the space names a table may hold
         for s in settings:

@@ -146,18 +146,13 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # itself rather than as the model (_topk_bound.votes_for) would resolve it
         voted = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_VOTE=True)
                  for t in (0, 16) for b in (64, 128) for p in (8, 16)]
-        # and its voted count reading only the tiles whose maximum is above its bound (COUNT_SKIP: about half the
-        # keys where the bound is the median tile maximum, fewer at tiles of 8; not yet timed on a GPU: the tune
-        # times it where the bound serves), at the model's tile and 8
-        skipped = [dict(s, TILE=t, COUNT_SKIP=True) for s in voted if s["TILE"] == 0 for t in (0, 8)]
         # (not 256 bins, though each doubling from 32 to 128 took 1.7-3 us off the selection at 64 x 32K and
         # 1 x 1M: at 256, by each count form, end to end +0.7-1.3 us at 64 x 32K, 1 x 1M and 32 x 16K, level
         # at 64 x 128K and 16 x 256K and on prefill, and a tune over them chose 256 nowhere; an H100,
         # docs/perf_logs/topk_bins256, call 2, at commit 210d4a3)
         plain = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
                  for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)]
-        return ([dict(s, COUNT_VOTE=False, COUNT_SKIP=False) for s in plain + lanes + bins128 + claimed]
-                + [dict(s, COUNT_SKIP=False) for s in voted] + skipped)
+        return [dict(s, COUNT_VOTE=False) for s in plain + lanes + bins128 + claimed] + voted
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
