@@ -123,8 +123,8 @@ def _serving(rows: int, width: int, device, kind: Optional[str] = None) -> tuple
 def workspace(rows: int, device) -> torch.Tensor:
     """The zeroed per-row state and histograms, twice over (the tiles path's two selections keep a
     state each); the kernels leave it zero again, so one workspace serves every row block of a
-    call (in stream order). Zeroed by _topk_workspace.zeroed (in a graph's capture, a kernel of its own)."""
-    return _topk_workspace.zeroed(workspace_shape(rows), torch.device(device))
+    call (in stream order)."""
+    return torch.zeros(workspace_shape(rows), dtype=torch.int32, device=device)
 
 
 def workspace_shape(rows: int) -> tuple:

@@ -27,9 +27,6 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import torch
-import triton
-import triton.language as tl
-from triton.language.extra import cuda as tl_cuda
 
 from . import _fastpath
 
@@ -68,41 +65,3 @@ def give_back(key: Optional[tuple], ws: torch.Tensor) -> None:
     that used it is enqueued, so that its last kernel zeroes it again before the next call's first reads it."""
     if key is not None and len(_KEPT) < MAX_KEPT:
         _KEPT[key] = ws
-
-
-# A workspace a call captured in a CUDA graph makes (take's make, none being kept there) is zeroed by a kernel
-# of its own launched as a programmatic dependent of the kernel before it (on sm_90 and newer), where torch.zeros'
-# fill waited for that kernel's end before it launched: ~2.35 us between the previous call's compaction and the
-# fill, a 0.8 us fill, in a graph's every decode call (an H100: docs/perf_logs/topk_gaps, call 1). It waits for the
-# kernel before (gdc_wait) before its first store: the memory may be the previous captured call's workspace.
-ZERO_BY_PDL = True
-ZERO_BLOCK = 1024
-_WARM: set = set()  # the devices where _zero_kernel was launched outside a capture (compiled and loaded there)
-
-
-@triton.jit
-def _zero_kernel(ptr, n, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    if PDL:
-        tl_cuda.gdc_wait()
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(ptr + offs, tl.zeros([BLOCK], tl.int32), mask=offs < n)
-
-
-def zeroed(shape: tuple, device: torch.device) -> torch.Tensor:
-    """An int32 tensor of zeros: on a CUDA device of compute capability 9.0 or newer (ZERO_BY_PDL), torch.empty and
-    _zero_kernel as a programmatic dependent launch (in a graph: it launches while the kernel before it ends, and
-    waits for it before its stores); else torch.zeros, and in a capture before the kernel was ever launched outside
-    one on the device (its first launch compiles and loads it, which a capture must not do)."""
-    if not (ZERO_BY_PDL and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9):
-        return torch.zeros(shape, dtype=torch.int32, device=device)
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    capturing = torch.cuda.is_current_stream_capturing()
-    if capturing and index not in _WARM:
-        return torch.zeros(shape, dtype=torch.int32, device=device)
-    out = torch.empty(shape, dtype=torch.int32, device=device)
-    n = out.numel()
-    if n:
-        _zero_kernel[(triton.cdiv(n, ZERO_BLOCK),)](out, n, BLOCK=ZERO_BLOCK, PDL=True, launch_pdl=True, num_warps=4)
-        if not capturing:
-            _WARM.add(index)
-    return out

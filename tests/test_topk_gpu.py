@@ -88,55 +88,6 @@ def test_decode_topk_graph_replay_no_sync(path):
         torch.cuda.set_sync_debug_mode("default")
 
 
-def test_a_captured_call_zeroes_its_workspace_by_a_kernel_of_its_own(monkeypatch):
-    """In a graph's capture the workspace is torch.empty and _topk_workspace._zero_kernel, launched as a
-    programmatic dependent of the kernel before it (sm_90+), in place of torch.zeros' fill (the eager calls before
-    the capture launch it first: a capture must not compile or load it). Two calls captured
-    back to back; before the replays every captured workspace is filled with garbage, which the zero kernel must
-    clear at each replay: the answers stay exact (with a fill that did not run, the states' counts would be
-    garbage)."""
-    from indexer_logits import _topk_workspace as W
-    made, launched = [], []
-    real_zeroed, real_kernel = W.zeroed, W._zero_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            launched.append(torch.cuda.is_current_stream_capturing())
-            return real_kernel[grid]
-
-    def zeroed(shape, device):
-        t = real_zeroed(shape, device)
-        made.append((t, torch.cuda.is_current_stream_capturing()))
-        return t
-    monkeypatch.setattr(W, "zeroed", zeroed)
-    monkeypatch.setattr(W, "_zero_kernel", Spy())
-    inp, args, _ = _decode(4, 131072, lens="random", seed=3)
-    outs = [torch.empty(4, 2048, dtype=torch.int32, device="cuda") for _ in range(2)]
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for out in outs:
-            K.fp8_paged_mqa_topk(*args, 2048, out=out)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for out in outs:
-            K.fp8_paged_mqa_topk(*args, 2048, out=out)
-    captured = [t for t, capturing in made if capturing]
-    assert len(captured) == 2 and sum(launched) == 2, (len(captured), launched)
-    for lens in (torch.full_like(inp.context_lens, 131072),
-                 torch.randint(2049, 131073, inp.context_lens.shape, device="cuda", dtype=torch.int32)):
-        for t in captured:
-            t.fill_(-7)
-        inp.context_lens.copy_(lens)
-        g.replay()
-        torch.cuda.synchronize()
-        logits = K.fp8_paged_mqa_logits(*args, False)
-        lo, hi = _decode_windows(inp.context_lens, 1, 4)
-        assert all(mismatched_rows(out, logits, lo, hi, 2048) == 0 for out in outs)
-        assert all(int(t.abs().sum()) == 0 for t in captured), "each replay must leave its workspace zero"
-
-
 @pytest.mark.parametrize("next_n", [1, 2])
 def test_decode_topk_takes_the_tile_maxima_from_the_logits_kernel(next_n, monkeypatch):
     """Where the tiles path serves (the H200's top-k table: 64 rows of 128K) and the logits module
