@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import indexer_logits as K  # noqa: E402
 from indexer_logits import _topk_row  # noqa: E402
-from tuner.inputs import make_decode_inputs  # noqa: E402
+from tuner.inputs import make_decode_inputs, make_prefill_inputs  # noqa: E402
 from tuner.space import Problem  # noqa: E402
 
 K_BEST = 2048
@@ -54,6 +54,21 @@ def decode_case(case: str, dev):
     args = (inp.q, inp.kv_cache, inp.weights, inp.context_lens, inp.block_table, None, ctx)
     logits = K.fp8_paged_mqa_logits(*args, False)
     return batch, ctx, args, logits, torch.full((batch,), ctx, dtype=torch.int32, device=dev)
+
+
+def prefill_case(doc: str):
+    """A ragged-prefill probe's command line (--shape RxK, --rounds, --out) and inputs (bench.topk's): (its
+    arguments, rows, keys, the device, (q, kv, weights, ks, ke), (K, its scales as one vector))."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--shape", default="4096x65536")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    rows, keys = (int(x) for x in a.shape.split("x"))
+    dev = torch.device("cuda")
+    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device=dev)
+    q, kv, w, ks, ke = inp.args()
+    return a, rows, keys, dev, (q, kv, w, ks, ke), (kv[0], kv[1].reshape(-1))
 
 
 def row_launch(kernel, logits, lens, idx, cands, k: int = K_BEST, **extra):

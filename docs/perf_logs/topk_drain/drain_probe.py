@@ -20,7 +20,6 @@ This probe, on the module that serves a 164-row block (its source copied, edited
     python3 docs/perf_logs/topk_drain/drain_probe.py [--shape 4096x65536] [--rounds 5] [--out FILE]
 """
 
-import argparse
 import inspect
 import json
 import statistics
@@ -31,11 +30,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from _probe import GTIMER_SOURCE, module_from_source  # noqa: E402  (it imports indexer_logits first: its tables and modules)
+from _probe import GTIMER_SOURCE, module_from_source, prefill_case  # noqa: E402  (it imports indexer_logits first: its tables and modules)
 from bench.topk import best_alternated, graph_us  # noqa: E402
 from indexer_logits import _prefill, _topk  # noqa: E402
-from tuner.inputs import make_prefill_inputs  # noqa: E402
-from tuner.space import Problem  # noqa: E402
 
 STAMP_HELPERS = GTIMER_SOURCE + '''
 
@@ -130,17 +127,8 @@ def stamp_summary(st: torch.Tensor, launched: int) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shape", default="4096x65536")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    rows, keys = (int(x) for x in a.shape.split("x"))
-    dev = torch.device("cuda")
+    a, rows, keys, dev, (q, kv, w, ks, ke), (kk, ksc) = prefill_case(__doc__)
     k = 2048
-    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device=dev)
-    q, kv, w, ks, ke = inp.args()
-    kk, ksc = kv[0], kv[1].reshape(-1)
     step = _topk.scratch_rows(rows, keys, None, k, dev)
     blocks = [(i, min(rows, i + step)) for i in range(0, rows, step)]
     sel_block = _prefill.ragged_selection(q[:step], kv, w[:step], ks[:step], ke[:step])

@@ -14,7 +14,6 @@ Every variant's indices are checked against the served call's (each row's set). 
     python3 docs/perf_logs/topk_gaps/pdl_probe.py [--shape 4096x65536] [--rounds 5] [--out FILE]
 """
 
-import argparse
 import inspect
 import json
 import sys
@@ -25,12 +24,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "perf_logs" / "topk_drain"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from _probe import module_from_source  # noqa: E402
+from _probe import module_from_source, prefill_case  # noqa: E402
 import indexer_logits as K  # noqa: E402
 from bench.topk import best_alternated, eager_us  # noqa: E402
 from indexer_logits import _prefill, _topk as T  # noqa: E402
-from tuner.inputs import make_prefill_inputs  # noqa: E402
-from tuner.space import Problem  # noqa: E402
 
 WAIT = "    if PDL_:\n        tl_cuda.gdc_wait()\n"
 
@@ -67,17 +64,8 @@ def variant(path: Path, where: str, name: str):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shape", default="4096x65536")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    rows, keys = (int(x) for x in a.shape.split("x"))
-    dev = torch.device("cuda")
+    a, rows, keys, dev, (q, kv, w, ks, ke), (kk, ksc) = prefill_case(__doc__)
     k = 2048
-    inp = make_prefill_inputs(Problem(family="prefill_ragged", page_size=0), rows, keys, device=dev)
-    q, kv, w, ks, ke = inp.args()
-    kk, ksc = kv[0], kv[1].reshape(-1)
     step, blocks = T._blocks(rows, keys, None, k, dev)
     sel = _prefill.ragged_selection(q[:step], kv, w[:step], ks[:step], ke[:step])
     path = Path(inspect.getsourcefile(sel.launch))
