@@ -56,6 +56,14 @@ def decode_case(case: str, dev):
     return batch, ctx, args, logits, torch.full((batch,), ctx, dtype=torch.int32, device=dev)
 
 
+def edit_source(src: str, old: str, new: str, probe: str) -> str:
+    """`src` with its one `old` replaced by `new`; the probe (named in the message) stops where `old` is not there
+    exactly once (the module it edits has changed since the probe was written)."""
+    if src.count(old) != 1:
+        raise SystemExit(f"{probe}: expected one {old!r} in the module, found {src.count(old)}")
+    return src.replace(old, new)
+
+
 def prefill_case(doc: str):
     """A ragged-prefill probe's command line (--shape RxK, --rounds, --out) and inputs (bench.topk's): (its
     arguments, rows, keys, the device, (q, kv, weights, ks, ke), (K, its scales as one vector))."""

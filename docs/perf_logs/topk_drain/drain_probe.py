@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from _probe import GTIMER_SOURCE, module_from_source, prefill_case  # noqa: E402  (it imports indexer_logits first: its tables and modules)
+from _probe import GTIMER_SOURCE, edit_source, module_from_source, prefill_case  # noqa: E402  (it imports indexer_logits first: its tables and modules)
 from bench.topk import best_alternated, graph_us  # noqa: E402
 from indexer_logits import _prefill, _topk  # noqa: E402
 
@@ -62,9 +62,7 @@ def launch('''
 
 
 def _edit(src: str, old: str, new: str) -> str:
-    if src.count(old) != 1:
-        raise SystemExit(f"drain_probe: expected one {old!r} in the module, found {src.count(old)}")
-    return src.replace(old, new)
+    return edit_source(src, old, new, "drain_probe")
 
 
 def variant(path: Path, chunks_first: bool, stamped: bool, name: str):

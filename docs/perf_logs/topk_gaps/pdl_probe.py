@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "perf_logs" / "topk_drain"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "topk_drain"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from _probe import module_from_source, prefill_case  # noqa: E402
+from _probe import edit_source, module_from_source, prefill_case  # noqa: E402
 import indexer_logits as K  # noqa: E402
 from bench.topk import best_alternated, eager_us  # noqa: E402
 from indexer_logits import _prefill, _topk as T  # noqa: E402
@@ -32,10 +32,8 @@ from indexer_logits import _prefill, _topk as T  # noqa: E402
 WAIT = "    if PDL_:\n        tl_cuda.gdc_wait()\n"
 
 
-def _edit(src: str, old: str, new: str, count: int = 1) -> str:
-    if src.count(old) != count:
-        raise SystemExit(f"pdl_probe: expected {count} of {old!r} in the module, found {src.count(old)}")
-    return src.replace(old, new)
+def _edit(src: str, old: str, new: str) -> str:
+    return edit_source(src, old, new, "pdl_probe")
 
 
 def indent(text: str, by: int) -> str:

@@ -41,7 +41,7 @@ def kernels_of(fn, reps: int = 1) -> list:
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
-        trace = json.load(open(f.name))
+        trace = json.loads(Path(f.name).read_text())
     ev = [(short(e["name"]), float(e["ts"]), float(e["ts"]) + float(e["dur"]))
           for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     return sorted(ev, key=lambda e: e[1])
