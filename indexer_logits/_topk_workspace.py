@@ -15,8 +15,14 @@ The rules that keep it exact:
 - the store is keyed by the device, torch's current raw stream on it and the rows in a power of two (a workspace
   of more rows serves: a call of r rows reads its first 2r state rows, two states of r rows, and leaves the rest
   as it found it, zero), so a workspace is reused only in that stream's order;
-- none is kept while a stream captures a CUDA graph (the graph's replays would share it with eager calls on other
-  streams): a captured call takes a new one, as before;
+- a captured call never takes an eager call's workspace (the graph's replays would share it with eager calls on
+  other streams). Within one capture (the driver's capture id) the calls on one stream share one (KEEP_CAPTURED):
+  the capture's first call of a size makes it, zeroed by a fill node in the graph, so every replay starts from
+  zero, and the capture's later calls take it without a node. A capture's workspaces are dropped once another
+  capture on the same stream gives one back (a stream captures one graph at a time); the memory stays the graph
+  pool's, which torch hands only to allocations ordered after the graph's own (or to another graph sharing the
+  pool, replayed in turn), and each graph's first call fills its own. Where the driver does not say the capture's
+  id (no libcuda, no cuStreamGetCaptureInfo), every captured call makes its own, as before;
 - at most MAX_KEPT are kept (a few KiB a row each); _fastpath.clear_cache() empties the store.
 A stream that torch destroys and whose handle a new one reuses while the old one's kernels run could share a
 workspace; torch's streams come from pools that it never destroys.
@@ -24,6 +30,8 @@ workspace; torch's streams come from pools that it never destroys.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from typing import Callable, Optional
 
 import torch
@@ -31,22 +39,54 @@ import torch
 from . import _fastpath
 
 KEEP = True    # off: a new zeroed workspace a call, as before
+# off: a new zeroed workspace every captured call, a fill node each in the graph. On: one a capture, stream and size
+KEEP_CAPTURED = True
 MAX_KEPT = 64
 _KEPT: dict = {}
 _fastpath.ALSO_CLEARED.append(_KEPT)
+_CAPTURE_ACTIVE = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+
+@functools.lru_cache(maxsize=None)
+def _capture_info() -> Optional[Callable]:
+    """The driver's cuStreamGetCaptureInfo as fn(stream, status*, id*) -> CUresult, or None without libcuda."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    v2 = getattr(lib, "cuStreamGetCaptureInfo_v2", None)  # CUDA 12+: graph, dependencies and their count too
+    if v2 is not None:
+        return lambda stream, status, cid: v2(stream, status, cid, None, None, None)
+    return getattr(lib, "cuStreamGetCaptureInfo", None)
+
+
+def _capture_id(stream: int) -> Optional[int]:
+    """The id of the capture the raw CUDA stream `stream` is in (unique in the process), or None where it is not
+    capturing or the driver does not say."""
+    fn = _capture_info()
+    if fn is None:
+        return None
+    status, cid = ctypes.c_int(0), ctypes.c_ulonglong(0)
+    if fn(ctypes.c_void_p(stream), ctypes.byref(status), ctypes.byref(cid)) != 0 or status.value != _CAPTURE_ACTIVE:
+        return None
+    return cid.value
 
 
 def _stream_key(device: torch.device) -> Optional[tuple]:
-    """(device, its current raw stream) where a workspace may be kept, else None: a CUDA stream that is not
-    capturing a graph, on the current device (where the launches go); the interpreter's CPU tensors (calls run
-    one after another)."""
+    """Where a workspace may be kept, else None: (device, its current raw stream) for a CUDA stream on the current
+    device (where the launches go) that is not capturing a graph; (device, stream, capture id) for one that is
+    (KEEP_CAPTURED, the driver saying the id); the interpreter's CPU tensors (calls run one after another)."""
     if device.type != "cuda":
         return ("cpu",) if device.type == "cpu" else None
     c = torch._C
     raw, current = getattr(c, "_cuda_getCurrentRawStream", None), getattr(c, "_cuda_getDevice", None)
-    if raw is None or current is None or current() != device.index or torch.cuda.is_current_stream_capturing():
+    if raw is None or current is None or current() != device.index:
         return None
-    return (device.index, raw(device.index))
+    stream = raw(device.index)
+    if not torch.cuda.is_current_stream_capturing():
+        return (device.index, stream)
+    capture = _capture_id(stream) if KEEP_CAPTURED else None
+    return None if capture is None else (device.index, stream, capture)
 
 
 def take(rows: int, device: torch.device, make: Callable[[int], torch.Tensor]) -> tuple:
@@ -63,5 +103,10 @@ def take(rows: int, device: torch.device, make: Callable[[int], torch.Tensor]) -
 def give_back(key: Optional[tuple], ws: torch.Tensor) -> None:
     """Keep `ws` for the next call on its stream (take's key; None: not kept): once every launch of the call
     that used it is enqueued, so that its last kernel zeroes it again before the next call's first reads it."""
-    if key is not None and len(_KEPT) < MAX_KEPT:
+    if key is None:
+        return
+    if len(key) == 4:  # a capture's (device, stream, capture, rows): the stream's earlier captures have ended
+        for old in [k for k in _KEPT if len(k) == 4 and k[:2] == key[:2] and k[2] != key[2]]:
+            del _KEPT[old]
+    if len(_KEPT) < MAX_KEPT:
         _KEPT[key] = ws

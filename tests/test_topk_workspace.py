@@ -1,8 +1,9 @@
 """The top-k's workspace: a call whose every block the row path serves gets the device's one empty workspace (no
 allocation, no fill kernel: _topk_select.call_workspace, SKIP_UNREAD_WORKSPACE); any other call a zeroed one of
 at least its largest block's rows, kept from the last call on the same stream (_topk_workspace: the selection's
-last kernel leaves it zero again), never one that a call which raised held, never while a stream captures a
-graph, and one a stream. The answers are torch's either way."""
+last kernel leaves it zero again), never one that a call which raised held, one a stream, and in a CUDA graph's
+capture one a capture and stream (the capture's first call makes it, a fill node in the graph). The answers are
+torch's either way."""
 
 import pytest
 import torch
@@ -123,11 +124,91 @@ def test_the_store_keeps_one_a_stream_and_size_and_at_most_max_kept(monkeypatch)
     assert W.take(5, cpu, make)[1] is None and made[-1] == 5
 
 
+def test_a_capture_is_keyed_by_its_id_and_a_streams_later_capture_drops_its_earlier_ones(monkeypatch):
+    """_stream_key while a stream captures: (device, stream, capture id), None where the driver does not say the id
+    or KEEP_CAPTURED is off. give_back of a capture's workspace drops the same stream's other captures' (that
+    stream's earlier captures have ended), not another stream's, nor an eager call's."""
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0xBEEF, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 1, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    monkeypatch.setattr(W, "_capture_id", lambda stream: 77 if stream == 0xBEEF else None)
+    gpu = torch.device("cuda", 1)
+    assert W._stream_key(gpu) == (1, 0xBEEF, 77)
+    assert W._stream_key(torch.device("cuda", 0)) is None, "not the current device"
+    monkeypatch.setattr(W, "KEEP_CAPTURED", False)
+    assert W._stream_key(gpu) is None
+    monkeypatch.setattr(W, "KEEP_CAPTURED", True)
+    monkeypatch.setattr(W, "_capture_id", lambda stream: None)
+    assert W._stream_key(gpu) is None, "no id, no keeping"
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert W._stream_key(gpu) == (1, 0xBEEF)
+
+    monkeypatch.setattr(W, "_KEPT", {})
+    eager, other_stream, first = (1, 0xBEEF, 8), (1, 0xCAFE, 5, 8), (1, 0xBEEF, 5, 8)
+    for key in (eager, other_stream, first, (1, 0xBEEF, 5, 16)):
+        W.give_back(key, torch.zeros(1))
+    assert len(W._KEPT) == 4, "one capture keeps one a size"
+    W.give_back((1, 0xBEEF, 6, 8), torch.zeros(1))
+    assert set(W._KEPT) == {eager, other_stream, (1, 0xBEEF, 6, 8)}
+
+
+def test_the_capture_id_is_none_off_a_capture():
+    """The null stream captures nothing: None, whether or not this machine has libcuda."""
+    assert W._capture_id(0) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_one_workspace_a_capture_each_graph_exact_from_garbage(workspaces, monkeypatch):
+    """Three calls captured in one graph share one workspace, made in the capture (its fill a node of the graph),
+    none an eager call's; a second graph captured on the same stream makes its own and the store drops the
+    first's. With garbage in both workspaces, the two graphs replayed at once on two streams are exact."""
+    monkeypatch.setattr(S, "PATH", "bound")
+    assert W._capture_info() is not None, "this driver should say a capture's id (cuStreamGetCaptureInfo)"
+    inp, args = _decode_args(rows=4, width=8192, device="cuda")
+    K.fp8_paged_mqa_topk(*args, 512)
+    torch.cuda.synchronize()
+    eager = dict(W._KEPT)
+    graphs, outs, made = [], [], []
+    for _ in range(2):
+        out = [torch.empty(8, 512, dtype=torch.int32, device="cuda") for _ in range(3)]
+        graph = torch.cuda.CUDAGraph()
+        seen = len(workspaces)
+        with torch.cuda.graph(graph):
+            for o in out:
+                K.fp8_paged_mqa_topk(*args, 512, out=o)
+        mine = workspaces[seen:]
+        assert len(mine) == 3 and all(ws is mine[0] for ws in mine), "one workspace a capture"
+        assert all(mine[0] is not ws for ws in eager.values())
+        graphs.append(graph), outs.append(out), made.append(mine[0])
+    assert made[1] is not made[0]
+    captured = {k: v for k, v in W._KEPT.items() if len(k) == 4}
+    assert list(captured.values()) == [made[1]], "the stream's later capture dropped the earlier one's"
+    assert {k: v for k, v in W._KEPT.items() if len(k) != 4} == eager
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for _ in range(2):
+        for ws in made:
+            ws.fill_(-123456789)
+        for out in outs:
+            for o in out:
+                o.fill_(-7)
+        torch.cuda.synchronize()
+        for graph, stream in zip(graphs, streams):
+            with torch.cuda.stream(stream):
+                graph.replay()
+        torch.cuda.synchronize()
+        for out in outs:
+            for o in out:
+                _check(o.cpu(), None, inp, args, 512)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_a_gpu_a_workspace_a_stream_and_none_kept_in_capture(workspaces, monkeypatch):
-    """Two calls on the current stream share one kept workspace; a call on another stream takes another; a
-    call captured in a CUDA graph takes a new one and keeps none, and the graph's replay is exact."""
+    """Two calls on the current stream share one kept workspace; a call on another stream takes another; with
+    KEEP_CAPTURED off a call captured in a CUDA graph takes a new one and keeps none, and the graph's replay is
+    exact."""
+    monkeypatch.setattr(W, "KEEP_CAPTURED", False)
     monkeypatch.setattr(S, "PATH", "rounds")
     inp, args = _decode_args(rows=4, width=8192, device="cuda")
     K.fp8_paged_mqa_topk(*args, 512)
