@@ -6,7 +6,9 @@ next call on that stream.
 Why: on an H100 host a torch.zeros cost 11-15 us of a top-k call's 70-150 us of host time (docs/perf_logs/
 topk_arena, calls 2 and 6). Measured there with it (call 7, alternated): 9-10 us less host time a call (decode 1x4K
 95.6 -> 86.6 us, 64x32K 149.4 -> 139.0, 1x1M 149.5 -> 139.5; prefill 1024x4K 119.8 -> 109.9), the same indices
-(docs/PERF.md, "Top-k: the workspace").
+(docs/PERF.md, "Top-k: the workspace"). In a CUDA graph, one workspace a capture and stream in place of one a
+captured call (one fill node a graph, not one a call): 0.9-1.6 us less a call in graphs of 4 decode calls on an H100
+(docs/perf_logs/topk_nofill, call 1: 1 x 1M 69.8 -> 68.8 us, 64 x 32K 120.4 -> 119.5).
 
 The rules that keep it exact:
 - a call takes the workspace out of the store (`take`) and puts it back (`give_back`) only once every one of its
