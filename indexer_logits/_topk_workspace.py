@@ -108,7 +108,7 @@ def give_back(key: Optional[tuple], ws: torch.Tensor) -> None:
     if key is None:
         return
     if len(key) == 4:  # a capture's (device, stream, capture, rows): the stream's earlier captures have ended
-        for old in [k for k in _KEPT if len(k) == 4 and k[:2] == key[:2] and k[2] != key[2]]:
-            del _KEPT[old]
+        for old in [k for k in list(_KEPT) if len(k) == 4 and k[:2] == key[:2] and k[2] != key[2]]:
+            _KEPT.pop(old, None)  # (another thread's call may have taken it meanwhile)
     if len(_KEPT) < MAX_KEPT:
         _KEPT[key] = ws
