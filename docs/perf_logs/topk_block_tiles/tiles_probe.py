@@ -19,9 +19,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "topk_drain"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from _probe import module_from_source, prefill_case  # noqa: E402
+from _probe import checked_and_timed, module_from_source, prefill_case, ragged_replica  # noqa: E402
 import indexer_logits as K  # noqa: E402
-from bench.topk import best_alternated, eager_us  # noqa: E402
 from indexer_logits import _prefill, _topk as T  # noqa: E402
 from tuner.render import render  # noqa: E402
 from tuner.space import Config, Problem  # noqa: E402
@@ -43,44 +42,20 @@ def main() -> int:
             for tp in TILES}
     scratch = torch.empty((step, keys), dtype=torch.float32, device=dev)
 
-    def replica(mod, idx):
-        def run():
-            ws, kept = T.call_workspace([i1 - i0 for i0, i1 in blocks], keys, dev, "prefill")
-            maxima, tile, words = T._ragged_epilogue(q, step, keys, k, ws)
-            if not maxima:
-                raise SystemExit("tiles_probe: the block's selection takes no tile maxima from the logits kernel")
-            plans = {} if T.SHARE_PLANS else None
-            for i0, i1 in blocks:
-                n = i1 - i0
-                tm = (maxima[0][:n], maxima[1][:n], tile, ws, n * words, words)
-                mod.launch(q[i0:i1], kk, ksc, w[i0:i1], ks[i0:i1], ke[i0:i1], scratch[:n], False, tile_max=tm)
-                T._select(scratch[:n], k, T.WINDOW_RAGGED, idx[i0:i1], None, ws, lo=ks[i0:i1], hi=ke[i0:i1],
-                          tile_maxima=(tm[0], tm[1], True), plans=plans)
-            T.give_back(kept, ws)
-        return run
+    def block_by(mod):
+        return lambda b, q_, k_, k_scale, w_, ks_, ke_, out, tm: mod.launch(q_, k_, k_scale, w_, ks_, ke_, out, False,
+                                                                             tile_max=tm)
 
     outs = {"served": torch.empty(rows, k, dtype=torch.int32, device=dev)}
     outs.update({f"topk tp{tp}": torch.empty(rows, k, dtype=torch.int32, device=dev) for tp in TILES})
     fns = {"served": lambda: K.fp8_mqa_topk(q, kv, w, ks, ke, k, out=outs["served"])}
-    fns.update({f"topk tp{tp}": replica(mods[tp], outs[f"topk tp{tp}"]) for tp in TILES})
-    for fn in fns.values():
-        fn()
-    torch.cuda.synchronize()
-    ref = outs["served"].sort(1).values
-    bad = {name: int((o.sort(1).values != ref).any(1).sum()) for name, o in outs.items()}
-    print(json.dumps({"rows_unlike_served": bad}), flush=True)
     logits_buf = torch.empty(rows, keys, dtype=torch.float32, device=dev)
-    fns["logits"] = lambda: K.fp8_mqa_logits(q, kv, w, ks, ke, False, out=logits_buf)  # (bench.topk's baseline)
+    more = {"logits": lambda: K.fp8_mqa_logits(q, kv, w, ks, ke, False, out=logits_buf)}  # (bench.topk's baseline)
     for tp in TILES:
-        fns[f"logits tp{tp}"] = (lambda m: lambda: m.launch(q, kk, ksc, w, ks, ke, logits_buf, False))(mods[tp])
-    best = best_alternated(fns, a.rounds, timer=eager_us)
-    res = {**info, "rows_unlike_served": bad, "us": best,
-           "over_logits": {n: v / best["logits"] for n, v in best.items()}}
-    for n, v in best.items():
-        print(f"{n:14s} {v:9.1f} us  {v / best['logits']:.3f} of the logits", flush=True)
-    if a.out:
-        Path(a.out).write_text(json.dumps(res, indent=1))
-    return 0 if not any(bad.values()) else 1
+        fns[f"topk tp{tp}"] = ragged_replica((q, kv, w, ks, ke), (kk, ksc), keys, k, blocks, scratch,
+                                             block_by(mods[tp]), "tiles_probe")(outs[f"topk tp{tp}"])
+        more[f"logits tp{tp}"] = (lambda m: lambda: m.launch(q, kk, ksc, w, ks, ke, logits_buf, False))(mods[tp])
+    return checked_and_timed(fns, outs, info, a.rounds, a.out, more)
 
 
 if __name__ == "__main__":

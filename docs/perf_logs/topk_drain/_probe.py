@@ -4,6 +4,7 @@ row path's kernel launched directly over them, and their command line."""
 import argparse
 import importlib.util
 import inspect
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -103,3 +104,55 @@ def ab_arguments(doc: str, cases: str = "128x8192,64x8192", rounds: int = 7):
     ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--out", default=None)
     return ap.parse_args()
+
+
+def ragged_replica(inputs, kparts, keys: int, k: int, blocks, scratch, launch_block, probe: str):
+    """A fn(idx) -> run: a replica of the ragged top-k call (indexer_logits._topk._ragged_topk's blocks, the bound
+    path's tile maxima from the logits kernel) over prefill_case's inputs (q, kv, weights, ks, ke) and K parts (K,
+    its scales), in `blocks` of rows (_topk._blocks'), each block's logits written into `scratch` by
+    launch_block(b, q, K, k_scale, weights, ks, ke, out, tile_max) in place of the serving module's launch;
+    `probe` names the script in its refusal where the selection takes no tile maxima."""
+    from indexer_logits import _topk as T
+
+    q, _, w, ks, ke = inputs
+    step = max(i1 - i0 for i0, i1 in blocks)
+
+    def replica(idx):
+        def run():
+            ws, kept = T.call_workspace([i1 - i0 for i0, i1 in blocks], keys, q.device, "prefill")
+            maxima, tile, words = T._ragged_epilogue(q, step, keys, k, ws)
+            if not maxima:
+                raise SystemExit(f"{probe}: the block's selection takes no tile maxima from the logits kernel")
+            plans = {} if T.SHARE_PLANS else None
+            for b, (i0, i1) in enumerate(blocks):
+                n = i1 - i0
+                tm = (maxima[0][:n], maxima[1][:n], tile, ws, n * words, words)
+                launch_block(b, q[i0:i1], *kparts, w[i0:i1], ks[i0:i1], ke[i0:i1], scratch[:n], tm)
+                T._select(scratch[:n], k, T.WINDOW_RAGGED, idx[i0:i1], None, ws, lo=ks[i0:i1], hi=ke[i0:i1],
+                          tile_maxima=(tm[0], tm[1], True), plans=plans)
+            T.give_back(kept, ws)
+        return run
+    return replica
+
+
+def checked_and_timed(fns: dict, outs: dict, info: dict, rounds: int, out_path, more_fns=None) -> int:
+    """Every fn run once and its rows (outs[name]) checked as sets against outs["served"], then every fn and the
+    logits alone ("logits", more_fns after) timed eagerly, alternated; a table printed, the result written to
+    out_path; 0 where every row is as served."""
+    from bench.topk import best_alternated, eager_us
+
+    for fn in fns.values():
+        fn()
+    torch.cuda.synchronize()
+    ref = outs["served"].sort(1).values
+    bad = {name: int((o.sort(1).values != ref).any(1).sum()) for name, o in outs.items()}
+    print(json.dumps({"rows_unlike_served": bad}), flush=True)
+    best = best_alternated({**fns, **(more_fns or {})}, rounds, timer=eager_us)
+    res = {**info, "rows_unlike_served": bad, "us": best,
+           "over_logits": {n: v / best["logits"] for n, v in best.items()}}
+    width = max(len(n) for n in best)
+    for n, v in best.items():
+        print(f"{n:{width}s} {v:9.1f} us  {v / best['logits']:.3f} of the logits", flush=True)
+    if out_path:
+        Path(out_path).write_text(json.dumps(res, indent=1))
+    return 0 if not any(bad.values()) else 1

@@ -24,9 +24,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "topk_drain"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from _probe import edit_source, module_from_source, prefill_case  # noqa: E402
+from _probe import checked_and_timed, edit_source, module_from_source, prefill_case, ragged_replica  # noqa: E402
 import indexer_logits as K  # noqa: E402
-from bench.topk import best_alternated, eager_us  # noqa: E402
 from indexer_logits import _prefill, _topk as T  # noqa: E402
 
 WAIT = "    if PDL_:\n        tl_cuda.gdc_wait()\n"
@@ -73,22 +72,13 @@ def main() -> int:
     mods = {w_: variant(path, w_, w_) for w_ in ("none", "start", "store")}
     scratch = torch.empty((step, keys), dtype=torch.float32, device=dev)
 
+    def block_by(mod, pdl):
+        return lambda b, q_, k_, k_scale, w_, ks_, ke_, out, tm: mod.launch(q_, k_, k_scale, w_, ks_, ke_, out, False,
+                                                                             tile_max=tm, pdl=pdl and b > 0)
+
     def replica(mod, pdl, idx):
-        def run():
-            ws, kept = T.call_workspace([i1 - i0 for i0, i1 in blocks], keys, dev, "prefill")
-            maxima, tile, words = T._ragged_epilogue(q, step, keys, k, ws)
-            if not maxima:
-                raise SystemExit("pdl_probe: the block's selection takes no tile maxima from the logits kernel")
-            plans = {} if T.SHARE_PLANS else None
-            for b, (i0, i1) in enumerate(blocks):
-                n = i1 - i0
-                tm = (maxima[0][:n], maxima[1][:n], tile, ws, n * words, words)
-                mod.launch(q[i0:i1], kk, ksc, w[i0:i1], ks[i0:i1], ke[i0:i1], scratch[:n], False, tile_max=tm,
-                           pdl=pdl and b > 0)
-                T._select(scratch[:n], k, T.WINDOW_RAGGED, idx[i0:i1], None, ws, lo=ks[i0:i1], hi=ke[i0:i1],
-                          tile_maxima=(tm[0], tm[1], True), plans=plans)
-            T.give_back(kept, ws)
-        return run
+        return ragged_replica((q, kv, w, ks, ke), (kk, ksc), keys, k, blocks, scratch, block_by(mod, pdl),
+                              "pdl_probe")(idx)
 
     outs = {name: torch.empty(rows, k, dtype=torch.int32, device=dev)
             for name in ("served", "replica", "pdl_start", "pdl_store")}
@@ -96,22 +86,9 @@ def main() -> int:
            "replica": replica(mods["none"], False, outs["replica"]),
            "pdl_start": replica(mods["start"], True, outs["pdl_start"]),
            "pdl_store": replica(mods["store"], True, outs["pdl_store"])}
-    for fn in fns.values():
-        fn()
-    torch.cuda.synchronize()
-    ref = outs["served"].sort(1).values
-    bad = {name: int((o.sort(1).values != ref).any(1).sum()) for name, o in outs.items()}
-    print(json.dumps({"rows_unlike_served": bad}), flush=True)
     logits_buf = torch.empty(rows, keys, dtype=torch.float32, device=dev)
-    fns["logits"] = lambda: K.fp8_mqa_logits(q, kv, w, ks, ke, False, out=logits_buf)  # (bench.topk's baseline)
-    best = best_alternated(fns, a.rounds, timer=eager_us)
-    res = {**info, "rows_unlike_served": bad, "us": best,
-           "over_logits": {n: v / best["logits"] for n, v in best.items()}}
-    for n, v in best.items():
-        print(f"{n:10s} {v:9.1f} us  {v / best['logits']:.3f} of the logits", flush=True)
-    if a.out:
-        Path(a.out).write_text(json.dumps(res, indent=1))
-    return 0 if not any(bad.values()) else 1
+    more = {"logits": lambda: K.fp8_mqa_logits(q, kv, w, ks, ke, False, out=logits_buf)}  # (bench.topk's baseline)
+    return checked_and_timed(fns, outs, info, a.rounds, a.out, more)
 
 
 if __name__ == "__main__":
