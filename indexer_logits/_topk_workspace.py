@@ -51,15 +51,19 @@ _CAPTURE_ACTIVE = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
 
 @functools.lru_cache(maxsize=None)
 def _capture_info() -> Optional[Callable]:
-    """The driver's cuStreamGetCaptureInfo as fn(stream, status*, id*) -> CUresult, or None without libcuda."""
+    """The driver's cuStreamGetCaptureInfo as fn(stream, status*, id*) -> CUresult, or None without libcuda. Every
+    version of it (v1: those three; _v2: then the graph, the dependencies and their count; _v3: their edges too)
+    begins with those three and takes NULL for the rest, so the call passes four NULLs after them whichever symbol
+    the driver has (a C callee ignores arguments past its own)."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
-    v2 = getattr(lib, "cuStreamGetCaptureInfo_v2", None)  # CUDA 12+: graph, dependencies and their count too
-    if v2 is not None:
-        return lambda stream, status, cid: v2(stream, status, cid, None, None, None)
-    return getattr(lib, "cuStreamGetCaptureInfo", None)
+    for name in ("cuStreamGetCaptureInfo_v2", "cuStreamGetCaptureInfo_v3", "cuStreamGetCaptureInfo"):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            return lambda stream, status, cid, fn=fn: fn(stream, status, cid, None, None, None, None)
+    return None
 
 
 def _capture_id(stream: int) -> Optional[int]:
