@@ -42,10 +42,6 @@ def main() -> int:
             for tp in TILES}
     scratch = torch.empty((step, keys), dtype=torch.float32, device=dev)
 
-    def block_by(mod):
-        return lambda b, q_, k_, k_scale, w_, ks_, ke_, out, tm: mod.launch(q_, k_, k_scale, w_, ks_, ke_, out, False,
-                                                                             tile_max=tm)
-
     outs = {"served": torch.empty(rows, k, dtype=torch.int32, device=dev)}
     outs.update({f"topk tp{tp}": torch.empty(rows, k, dtype=torch.int32, device=dev) for tp in TILES})
     fns = {"served": lambda: K.fp8_mqa_topk(q, kv, w, ks, ke, k, out=outs["served"])}
@@ -53,7 +49,7 @@ def main() -> int:
     more = {"logits": lambda: K.fp8_mqa_logits(q, kv, w, ks, ke, False, out=logits_buf)}  # (bench.topk's baseline)
     for tp in TILES:
         fns[f"topk tp{tp}"] = ragged_replica((q, kv, w, ks, ke), (kk, ksc), keys, k, blocks, scratch,
-                                             block_by(mods[tp]), "tiles_probe")(outs[f"topk tp{tp}"])
+                                             mods[tp], "tiles_probe")(outs[f"topk tp{tp}"])
         more[f"logits tp{tp}"] = (lambda m: lambda: m.launch(q, kk, ksc, w, ks, ke, logits_buf, False))(mods[tp])
     return checked_and_timed(fns, outs, info, a.rounds, a.out, more)
 

@@ -106,11 +106,11 @@ def ab_arguments(doc: str, cases: str = "128x8192,64x8192", rounds: int = 7):
     return ap.parse_args()
 
 
-def ragged_replica(inputs, kparts, keys: int, k: int, blocks, scratch, launch_block, probe: str):
+def ragged_replica(inputs, kparts, keys: int, k: int, blocks, scratch, module, probe: str, block_kwargs=None):
     """A fn(idx) -> run: a replica of the ragged top-k call (indexer_logits._topk._ragged_topk's blocks, the bound
     path's tile maxima from the logits kernel) over prefill_case's inputs (q, kv, weights, ks, ke) and K parts (K,
-    its scales), in `blocks` of rows (_topk._blocks'), each block's logits written into `scratch` by
-    launch_block(b, q, K, k_scale, weights, ks, ke, out, tile_max) in place of the serving module's launch;
+    its scales), in `blocks` of rows (_topk._blocks'), each block's logits written into `scratch` by `module`'s
+    launch in place of the serving module's, with block_kwargs(b) (a dict) as further keywords of block b's launch;
     `probe` names the script in its refusal where the selection takes no tile maxima."""
     from indexer_logits import _topk as T
 
@@ -127,7 +127,8 @@ def ragged_replica(inputs, kparts, keys: int, k: int, blocks, scratch, launch_bl
             for b, (i0, i1) in enumerate(blocks):
                 n = i1 - i0
                 tm = (maxima[0][:n], maxima[1][:n], tile, ws, n * words, words)
-                launch_block(b, q[i0:i1], *kparts, w[i0:i1], ks[i0:i1], ke[i0:i1], scratch[:n], tm)
+                module.launch(q[i0:i1], *kparts, w[i0:i1], ks[i0:i1], ke[i0:i1], scratch[:n], False, tile_max=tm,
+                              **(block_kwargs(b) if block_kwargs else {}))
                 T._select(scratch[:n], k, T.WINDOW_RAGGED, idx[i0:i1], None, ws, lo=ks[i0:i1], hi=ke[i0:i1],
                           tile_maxima=(tm[0], tm[1], True), plans=plans)
             T.give_back(kept, ws)

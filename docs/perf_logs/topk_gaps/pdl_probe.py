@@ -72,13 +72,9 @@ def main() -> int:
     mods = {w_: variant(path, w_, w_) for w_ in ("none", "start", "store")}
     scratch = torch.empty((step, keys), dtype=torch.float32, device=dev)
 
-    def block_by(mod, pdl):
-        return lambda b, q_, k_, k_scale, w_, ks_, ke_, out, tm: mod.launch(q_, k_, k_scale, w_, ks_, ke_, out, False,
-                                                                             tile_max=tm, pdl=pdl and b > 0)
-
-    def replica(mod, pdl, idx):
-        return ragged_replica((q, kv, w, ks, ke), (kk, ksc), keys, k, blocks, scratch, block_by(mod, pdl),
-                              "pdl_probe")(idx)
+    def replica(mod, pdl, idx):  # every block's logits but the first's a dependent where pdl
+        return ragged_replica((q, kv, w, ks, ke), (kk, ksc), keys, k, blocks, scratch, mod, "pdl_probe",
+                              lambda b: {"pdl": pdl and b > 0})(idx)
 
     outs = {name: torch.empty(rows, k, dtype=torch.int32, device=dev)
             for name in ("served", "replica", "pdl_start", "pdl_store")}
