@@ -127,9 +127,28 @@ VOTE_MIN_STEPS = 8
 # off for prefill blocks (resolved by _topk_select.plan_selection, as TRIGGER is).
 COUNT_EARLY = None
 COMPACT_EARLY = None
+# The compaction's programs each read this many of the count's programs' segments (a power of two; where the
+# count's programs a row are not a multiple of it, the largest power of two that divides them): a group's
+# segments lie one after another, so the compaction reads them as one list with their counts, the voted
+# count's reader (_topk_segments._voted_slots: one sub-segment a count program, or a count warp), and where
+# any overflowed it reads the group's chunks. Why: at 1 x 1M the compaction's 1,056 programs (8 an SM) read
+# ~3 admitted keys each, then each takes an output slot, a candidate slot and the row's ticket by atomics on
+# the same three words, and Nsight Compute had its SMs idle half its time (docs/PERF.md, "Top-k: where the
+# decode selections wait"); grouped, a program reads a few dozen keys and a row's same-word atomics fall by
+# the group. A tuner axis; 1 (as before) unless a table names it.
+COMPACT_GROUP = 1
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
+
+
+def compact_group(group: int, programs: int) -> int:
+    """The count programs a compaction program reads the segments of: `group` (COMPACT_GROUP), halved until it
+    divides the count's `programs` a row (so that no group runs past a row's segments)."""
+    g = max(1, int(group))
+    while g > 1 and programs % g:
+        g //= 2
+    return g
 
 
 def votes_for(kind, steps: int) -> bool:

@@ -281,9 +281,14 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
            EARLY_=bool(s["COUNT_EARLY"]), VOTE_=voters, PACK_=_vote_pack(s), **sub,
            **dict(consts, BLOCK=_count_step(s)))
     val = indices if values is None else values
-    launch(bk.topk_bound_compact_kernel, grid, *window_args, k, ws, ws_first, cands, indices, indices.stride(0), val,
-           val.stride(0), chunk, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(), CAP_=s["CAP"],
-           WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
+    # a compaction program a group of the count's programs (COMPACT_GROUP): their segments, one after another,
+    # read as one list of sub-segments (a count program's, or a count warp's) with their counts
+    group = bk.compact_group(s["COMPACT_GROUP"], grid[1])
+    if s["SEGMENTS"] and group > 1:
+        segs, voters = (seg, group * seg.shape[2], seg_counts), group * max(voters, 1)
+    launch(bk.topk_bound_compact_kernel, (grid[0], grid[1] // group), *window_args, k, ws, ws_first, cands, indices,
+           indices.stride(0), val, val.stride(0), chunk * group, *segs, WINDOW=window, KP=1 << (k - 1).bit_length(),
+           CAP_=s["CAP"], WRITE_VALUES=values is not None, SCAN_SLOTS=s["SCAN_SLOTS"], RANK_TILE_=s["RANK_TILE"],
            SEG_=s["SEGMENTS"], EARLY_=bool(s["COMPACT_EARLY"]) and s["SEGMENTS"], VOTE_=voters, **consts)
 
 

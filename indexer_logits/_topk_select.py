@@ -301,7 +301,7 @@ def path_settings(path: str, given: Optional[dict] = None) -> dict:
                  COUNT_PREFETCH=bound_kernels().COUNT_PREFETCH, COUNT_LANES=bound_kernels().COUNT_LANES,
                  COUNT_BALLOT=bound_kernels().COUNT_BALLOT, COUNT_INLINE=bound_kernels().COUNT_INLINE,
                  COUNT_EARLY=bound_kernels().COUNT_EARLY, COMPACT_EARLY=bound_kernels().COMPACT_EARLY,
-                 COUNT_VOTE=bound_kernels().COUNT_VOTE)
+                 COUNT_VOTE=bound_kernels().COUNT_VOTE, COMPACT_GROUP=bound_kernels().COMPACT_GROUP)
     elif path == "resident":
         kn, rk = kernels(), resident_kernels()
         s = dict(CHUNK=rk.CHUNK, STEP=rk.STEP, NUM_WARPS=rk.NUM_WARPS, BINS=kn.BINS, CAP=kn.CAP,

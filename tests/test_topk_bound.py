@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from indexer_logits import _topk_bound as B, _topk_select as S, _topk_tiles as TT
+from indexer_logits import _topk_launch
 from indexer_logits._topk_launch import chunk_size
 
 from test_topk import _select, assert_same_topk, needs_interpreter
@@ -217,6 +218,50 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, 
 
 
 @needs_interpreter
+@pytest.mark.parametrize("group,cap", [(4, None), (8, None), (4, 1)], ids=["4", "8-halved", "4-overflow"])
+@pytest.mark.parametrize("mode", ["segment", "lanes", "ballot", "vote", "chunks"])
+def test_a_compaction_program_reads_a_group_of_segments(mode, group, cap, monkeypatch):
+    """COMPACT_GROUP: the compaction launches a program a group of the count's programs (a group of 8 halved to 4
+    where the row's 20 count programs are no multiple of 8), reads the group's segments as one list (every count
+    form: a segment a program, rows of 32 keys, claimed slots, a sub-segment a warp), or its group's chunks where
+    any segment overflowed (a cap of 1 a sub-segment) or there are none (SEGMENTS off); the answer is torch's and
+    the workspace left zero (_select)."""
+    monkeypatch.setattr(B, "SEGMENTS", mode != "chunks")
+    monkeypatch.setattr(B, "COUNT_LANES", mode == "lanes")
+    monkeypatch.setattr(B, "COUNT_BALLOT", mode == "ballot")
+    monkeypatch.setattr(B, "COUNT_VOTE", mode == "vote")
+    monkeypatch.setattr(B, "COMPACT_GROUP", group)
+    monkeypatch.setattr(S, "PROGRAMS_PER_SM", 1)
+    monkeypatch.setattr(_topk_launch, "get_num_sms", lambda: 60)  # (20 count programs a row of 10,240 keys)
+    if cap is not None:
+        sub = S.BLOCK // 32 if mode == "lanes" else S.NUM_WARPS if mode == "vote" else 1
+        monkeypatch.setattr(B, "seg_cap", lambda k, width, chunk: cap * sub)
+    grids = {}
+
+    def watch(tag, inputs, key, launches, out_index):
+        def launch(fn, grid, *args, **kw):
+            grids[fn.fn.__name__] = tuple(grid)
+            return S._recorded_launches.plain(fn, grid, *args, **kw)
+        return launches(launch)
+    monkeypatch.setattr(S._recorded_launches, "run", watch)
+    rows, width, k = 3, 10240, 256
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(7))
+    lo, hi = torch.zeros(rows, dtype=torch.int32), torch.full((rows,), width, dtype=torch.int32)
+    lo[1], hi[2] = 700, width - 900  # (windows that start and end inside a group)
+    idx, val = _select(x, k, lo, hi, path="bound")
+    programs = grids["topk_bound_compact_kernel"][1]
+    assert grids["topk_bound_count_kernel"] == (rows, 20)
+    assert programs == 20 // min(group, 4), f"{programs} compaction programs a row for a group of {group}"
+    assert_same_topk(idx, val, x, k, lo, hi)
+
+
+def test_the_compaction_group_divides_the_count_programs():
+    assert [B.compact_group(g, 20) for g in (0, 1, 2, 4, 8, 16)] == [1, 1, 2, 4, 4, 4]
+    assert [B.compact_group(g, 7) for g in (2, 4, 8)] == [1, 1, 1]
+    assert B.compact_group(8, 1056) == 8
+
+
+@needs_interpreter
 def test_lanes_pack_at_most_sub_slots(monkeypatch):
     """The count by rows packs its sub-segments through registers of at most SUB_SLOTS slots: with 4 a
     sub-segment (SUB_SLOTS 64 over a step's 16 rows), where its segment would hold ~4x more, a row of 32
@@ -406,7 +451,6 @@ def test_the_votes_model_turns_them_on_where_the_count_reads_many_steps(monkeypa
     """COUNT_VOTE None: _topk_bound.votes_for's model, resolved by the plan: on for a decode call or prefill block
     whose count programs read VOTE_MIN_STEPS steps or more, off below and for a call of no kind (chunks sized for
     an H100's 132 SMs: 64 x 32K reads 4 steps a program, 64 x 128K 16, a 164-row block of 64K 18)."""
-    from indexer_logits import _topk_launch
     monkeypatch.setattr(_topk_launch, "get_num_sms", lambda: 132)
     def plan(rows, width, window, kind):
         return S.plan_selection(rows, width, 2048, window, "cpu", path="bound", settings={}, kind=kind)
