@@ -31,7 +31,7 @@ def test_every_path_compiles_for_sm90_without_spills():
     # (COUNT_VOTE) at two steps and early, with the compaction reading them; the row path's held (HOLD), and its stores
     # inline (INLINE) held and not, the latter writing the scores too; the resident
     # path's one, at the tuner's three settings, its chunk read a step a phase or held in registers
-    assert len(rows) == 50 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles", "bound",
+    assert len(rows) == 52 and {name.split(":")[0] for name in rows} == {"rounds", "fused", "row", "tiles", "bound",
                                                                          "resident"}
     for name, r in rows.items():
         assert r["target"] == "sm_90" and r["registers"] > 0 and len(r["ptx_sha1"]) == 12, name
