@@ -3,14 +3,12 @@
 # then the standing (an H200: its standing and re-tune instead of the A/B and the probe).
 # - tests/test_topk_workspace.py: _topk_workspace._capture_info's call with four NULLs after its three arguments
 #   (156afd2), its first GPU run; the test captures two graphs on one stream and replays them at once from garbage.
-# - group_ab.py: decode, graphs of 4 calls, alternated 4 rounds, every row checked.
-# - topk_gaps/pdl_probe.py, one round: its replica now launches through topk_drain/_probe.py's
-#   ragged_replica(..., block_kwargs) (48c34ec), every row checked against the served call.
+# - group_ab.py: decode, graphs of 4 calls, alternated 3 rounds, every row checked.
 # - bench.topk --paths auto.
 # Predicted (before the run): the tests pass. group_ab: 1 x 1M (1,056 count programs, ~3 admitted keys each)
 # groups of 4 and 8 0.5-1.5 us less than served (~68.8), 2 within 0.5; 64 x 32K (16 count programs a row) within
-# +-0.5 at 2 and 4, 8 up to 1 us slower; 64 x 128K, 16 x 256K, 32 x 16K within +-1; 128 x 8K (row path) level. pdl_probe
-# exact, replica ~1.36-1.38 of the logits. An H100's bench as call 3 of topk_nofill within 1% (64x32K 1.19,
+# +-0.5 at 2 and 4, 8 up to 1 us slower; 64 x 128K, 16 x 256K, 32 x 16K within +-1; 128 x 8K (row path) level.
+# An H100's bench as call 3 of topk_nofill within 1% (64x32K 1.19,
 # 64x128K 1.08, 1x1M 1.29, 128x8K 1.24, 4096x64K 1.36, 2048x1M 1.17). An H200: 64x32K 1.25-1.31, 64x128K ~1.09,
 # 1x1M 1.36-1.44, 128x8K 1.28-1.34, 4096x64K 1.30-1.36, 2048x1M 1.12-1.16.
 set -x
@@ -27,10 +25,8 @@ case "$GPU" in
   echo "tune rc $?"; tail -12 $OUT/call1_h200_tune.log; cp indexer_logits/tables/nvidia_h200/topk.json $OUT/topk_h200.json
   ;;
 *)
-  timeout 200 python3 $D/group_ab.py --rounds 4 --skip-prefill --out $OUT/call1_group.json > $OUT/call1_group.log 2>&1
+  timeout 200 python3 $D/group_ab.py --rounds 3 --skip-prefill --out $OUT/call1_group.json > $OUT/call1_group.log 2>&1
   echo "group rc $?"; grep -v "Warn\|warn" $OUT/call1_group.log | tail -30
-  timeout 90 python3 docs/perf_logs/topk_gaps/pdl_probe.py --rounds 1 > $OUT/call1_pdl_probe.log 2>&1
-  echo "pdl rc $?"; grep -v "Warn\|warn" $OUT/call1_pdl_probe.log | tail -8
   timeout 130 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/call1_bench.log 2>&1
   echo "bench rc $?"; tail -10 $OUT/call1_bench.log
   ;;
