@@ -16,7 +16,8 @@ With a row of n keys cut into tiles of TILE (aligned to the window start, as _to
    keys' positions go to a segment a program (COUNT_LANES: by rows of 32 keys, _count_lanes);
 4. the compaction of _topk_kernels with that one histogram (topk_bound_compact_kernel): the keys
    above the threshold bin to the output, the bin's keys to the candidates, ranked by the row's
-   last program (or the exact overflow path), which zeroes both states.
+   last program (or the exact overflow path), which zeroes both states; with COMPACT_GROUP, a
+   compaction program reads a group of the count's programs' segments.
 
 Why it is exact whatever the scores: the mapping is monotone in the score (a clamped affine map),
 computed once (by the count's programs, all alike) and read by the compaction as stored. At least k maxima lie in bins >= t'
@@ -233,7 +234,9 @@ def topk_bound_compact_kernel(logits_ptr, stride_row, lo_ptr, hi_ptr, len_ptr, n
     scores are loaded first, before the row's state and thresholds, which they do not depend on. With SEG_ and
     VOTE_ (the count's warps, COUNT_VOTE), the segment is VOTE_ sub-segments of seg_cap // VOTE_ slots, each
     with its count (counts[row, chunk, warp]), read as one list (_voted_slots); the chunk is read where any
-    overflowed."""
+    overflowed. A program a group of G count programs (COMPACT_GROUP: the grid's chunks a G-th of the count's,
+    chunk_len G times its) launches with seg_cap G times the count's and VOTE_ G times its warps (or G): the
+    group's segments lie one after another, as do their counts, so they are that one list."""
     row, chunk, lo, hi, st, st_first = _program(lo_ptr, hi_ptr, len_ptr, next_n, width, ws_ptr, ws_first_ptr, WINDOW,
                                                 BINS_, PDL)
     t_early = None
