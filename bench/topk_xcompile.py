@@ -126,12 +126,13 @@ def kernels(k: int) -> list[tuple[str, object, dict, int]]:
           for c, e in ((512, False), (1024, False), (512, True))),
         ("bound: compaction, voted sub-segments, loads early (SEGMENTS)", B.topk_bound_compact_kernel,
          {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": True, "VOTE_": w, "EARLY_": True}, w),
-        # and the compaction a program a group of 8 count programs (COMPACT_GROUP: their segments read as one list,
-        # 8 sub-segments, or 8 x the voted count's warps), with its loads early (the decode form)
-        *((f"bound: compaction, a group of 8{', voted' if v else ''}, loads early (SEGMENTS)", B.topk_bound_compact_kernel,
-           {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": True, "VOTE_": 8 * (w if v else 1),
-            "EARLY_": True}, w)
-          for v in (False, True)),
+        # and the compaction a program a group of count programs (COMPACT_GROUP: their segments read as one list of
+        # sub-segments, at most B.COMPACT_SUBSEGMENTS): 8 plain ones, or 4 voted ones of the count's warps each, with
+        # its loads early (the decode form)
+        *((f"bound: compaction, a group of {g}{', voted' if v else ''}, loads early (SEGMENTS)",
+           B.topk_bound_compact_kernel, {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": True,
+                                         "VOTE_": g * (w if v else 1), "EARLY_": True}, w)
+          for g, v in ((8, False), (B.COMPACT_SUBSEGMENTS // w, True))),
         *((f"bound: compaction{' (SEGMENTS)' if g else ''}", B.topk_bound_compact_kernel,
            {**common, **compact, "CAP_": KN.CAP, "RANK_TILE_": KN.RANK_TILE, "SEG_": g}, w)
           for g in (False, True)),

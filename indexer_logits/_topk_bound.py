@@ -138,16 +138,21 @@ COMPACT_EARLY = None
 # decode selections wait"); grouped, a program reads a few dozen keys and a row's same-word atomics fall by
 # the group. A tuner axis; 1 (as before) unless a table names it.
 COMPACT_GROUP = 1
+# The sub-segments a grouped compaction program reads at most (the group times the voted count's warps): each is a
+# count held in a register a key, and 32 (8 voted programs of 4 warps) took 128 registers on sm_90 and sm_120 and
+# spilled 8 bytes for sm_120 under Triton 3.9, where 16 took 61-64, no spill (cross-compiled: bench.topk_xcompile).
+COMPACT_SUBSEGMENTS = 16
 # The count by rows packs its sub-segments through registers: at most this many slots in all (a
 # sub-segment holds at most SUB_SLOTS // rows; a row that admits more overflows: its chunk is read).
 SUB_SLOTS = 4096
 
 
-def compact_group(group: int, programs: int) -> int:
+def compact_group(group: int, programs: int, warps: int = 1) -> int:
     """The count programs a compaction program reads the segments of: `group` (COMPACT_GROUP), halved until it
-    divides the count's `programs` a row (so that no group runs past a row's segments)."""
+    divides the count's `programs` a row (so that no group runs past a row's segments) and its sub-segments (a
+    count program's, or each of its `warps`' where the count votes) are at most COMPACT_SUBSEGMENTS."""
     g = max(1, int(group))
-    while g > 1 and programs % g:
+    while g > 1 and (programs % g or g * max(1, warps) > COMPACT_SUBSEGMENTS):
         g //= 2
     return g
 

@@ -283,7 +283,7 @@ def _launch_bound(launch, s, logits, k, window, indices, values, ws, cands, lo, 
     val = indices if values is None else values
     # a compaction program a group of the count's programs (COMPACT_GROUP): their segments, one after another,
     # read as one list of sub-segments (a count program's, or a count warp's) with their counts
-    group = bk.compact_group(s["COMPACT_GROUP"], grid[1])
+    group = bk.compact_group(s["COMPACT_GROUP"], grid[1], voters)
     if s["SEGMENTS"] and group > 1:
         segs, voters = (seg, group * seg.shape[2], seg_counts), group * max(voters, 1)
     launch(bk.topk_bound_compact_kernel, (grid[0], grid[1] // group), *window_args, k, ws, ws_first, cands, indices,

@@ -222,7 +222,8 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, 
 @pytest.mark.parametrize("mode", ["segment", "lanes", "ballot", "vote", "chunks"])
 def test_a_compaction_program_reads_a_group_of_segments(mode, group, cap, monkeypatch):
     """COMPACT_GROUP: the compaction launches a program a group of the count's programs (a group of 8 halved to 4
-    where the row's 20 count programs are no multiple of 8), reads the group's segments as one list (every count
+    where the row's 20 count programs are no multiple of 8, and where the voted count's 4 warps would make 32
+    sub-segments), reads the group's segments as one list (every count
     form: a segment a program, rows of 32 keys, claimed slots, a sub-segment a warp), or its group's chunks where
     any segment overflowed (a cap of 1 a sub-segment) or there are none (SEGMENTS off); the answer is torch's and
     the workspace left zero (_select)."""
@@ -258,7 +259,9 @@ def test_a_compaction_program_reads_a_group_of_segments(mode, group, cap, monkey
 def test_the_compaction_group_divides_the_count_programs():
     assert [B.compact_group(g, 20) for g in (0, 1, 2, 4, 8, 16)] == [1, 1, 2, 4, 4, 4]
     assert [B.compact_group(g, 7) for g in (2, 4, 8)] == [1, 1, 1]
-    assert B.compact_group(8, 1056) == 8
+    assert B.compact_group(8, 1056) == 8 and B.compact_group(16, 1056) == 16
+    # at most COMPACT_SUBSEGMENTS sub-segments: a voted count's 4 warps each hold one
+    assert [B.compact_group(g, 1056, 4) for g in (2, 4, 8, 16)] == [2, 4, 4, 4]
 
 
 @needs_interpreter
