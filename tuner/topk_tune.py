@@ -155,8 +155,8 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # and its compaction a program a group of the count's programs (COMPACT_GROUP 4 and 8: fewer, longer
         # compaction programs, a row's same-word slot and ticket atomics cut by the group) at the model's tile and 16,
         # 128 bins and 8 programs an SM (64 x 32K's and 1 x 1M's kept settings on the H100); not over the voted count,
-        # whose group of 8 the compaction reads as 32 sub-segments (128 registers against 56, cross-compiled for
-        # sm_90: bench.topk_xcompile). Built in the twenty-seventh session and not yet timed on a GPU.
+        # where a group is at most 4 (_topk_bound.COMPACT_SUBSEGMENTS: 32 sub-segments took 128 registers against
+        # 56, cross-compiled: bench.topk_xcompile). Built in the twenty-seventh session and not yet timed on a GPU.
         grouped = [dict(TILE=t, BINS=128, PROGRAMS_PER_SM=8, BLOCK=512, SEGMENTS=True, COUNT_LANES=False,
                         COMPACT_GROUP=g) for t in (0, 16) for g in (4, 8)]
         return [dict(s, COUNT_VOTE=False) for s in plain + lanes + bins128 + claimed + grouped] + voted
