@@ -1,6 +1,7 @@
-# Device call 1 (2026-12-07, twenty-seventh session). First the GPU runs of what the twenty-sixth session committed
-# without one; then COMPACT_GROUP (a compaction program a group of the count's programs' segments) against one each;
-# then the standing (an H200: its standing and re-tune instead of the A/B and the probe).
+# Device call 1 (written 2026-12-07, twenty-seventh session; reordered in the twenty-eighth). COMPACT_GROUP (a
+# compaction program a group of the count's programs' segments) against one each, then the standing (an H200: its
+# standing and re-tune instead of the A/B); last, should the call run short, the GPU run of what the twenty-sixth
+# session committed without one:
 # - tests/test_topk_workspace.py: _topk_workspace._capture_info's call with four NULLs after its three arguments
 #   (156afd2), its first GPU run; the test captures two graphs on one stream and replays them at once from garbage.
 # - group_ab.py: decode, graphs of 4 calls, alternated 3 rounds, every row checked.
@@ -15,8 +16,6 @@ set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 D=docs/perf_logs/topk_compact_group
-timeout 90 python3 -m pytest -q tests/test_topk_workspace.py > $OUT/call1_workspace_tests.log 2>&1
-echo "workspace tests rc $?"; tail -2 $OUT/call1_workspace_tests.log
 case "$GPU" in
 *H200*)
   timeout 130 python3 -m bench.topk --paths auto --out $OUT/before > $OUT/call1_bench_before.log 2>&1
@@ -31,3 +30,5 @@ case "$GPU" in
   echo "bench rc $?"; tail -10 $OUT/call1_bench.log
   ;;
 esac
+timeout 90 python3 -m pytest -q tests/test_topk_workspace.py > $OUT/call1_workspace_tests.log 2>&1
+echo "workspace tests rc $?"; tail -2 $OUT/call1_workspace_tests.log
