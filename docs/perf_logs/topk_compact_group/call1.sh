@@ -5,6 +5,7 @@
 # - tests/test_topk_workspace.py: _topk_workspace._capture_info's call with four NULLs after its three arguments
 #   (156afd2), its first GPU run; the test captures two graphs on one stream and replays them at once from garbage.
 # - group_ab.py: decode, graphs of 4 calls, alternated 3 rounds, every row checked.
+# - (not an H200) tune-topk --fresh --paths bound over 1 x 1M and 64 x 32K, which now tries groups of 4 and 8.
 # - bench.topk --paths auto.
 # Predicted (before the run): the tests pass. group_ab: 1 x 1M (1,056 count programs, ~3 admitted keys each)
 # groups of 4 and 8 0.5-1.5 us less than served (~68.8), 2 within 0.5; 64 x 32K (16 count programs a row) within
@@ -26,6 +27,10 @@ case "$GPU" in
 *)
   timeout 200 python3 $D/group_ab.py --rounds 3 --skip-prefill --out $OUT/call1_group.json > $OUT/call1_group.log 2>&1
   echo "group rc $?"; grep -v "Warn\|warn" $OUT/call1_group.log | tail -30
+  # the bound path's two decode buckets re-tuned with the groups in the space; the bench below serves that table
+  timeout 150 python3 cli.py tune-topk --fresh --paths bound --buckets 1x1048576,64x32768 \
+    --trials $OUT/topk_trials_bound.jsonl > $OUT/call1_tune.log 2>&1
+  echo "tune rc $?"; tail -4 $OUT/call1_tune.log; cp indexer_logits/tables/nvidia_h100_80gb_hbm3/topk.json $OUT/topk_h100.json
   timeout 130 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/call1_bench.log 2>&1
   echo "bench rc $?"; tail -10 $OUT/call1_bench.log
   ;;
