@@ -136,8 +136,16 @@ COMPACT_EARLY = None
 # ~3 admitted keys each, then each takes an output slot, a candidate slot and the row's ticket by atomics on
 # the same three words, and Nsight Compute had its SMs idle half its time (docs/PERF.md, "Top-k: where the
 # decode selections wait"); grouped, a program reads a few dozen keys and a row's same-word atomics fall by
-# the group. A tuner axis; 1 (as before) unless a table names it.
-COMPACT_GROUP = 1
+# the group. Measured on an H100 (decode end to end, alternated, exact: docs/perf_logs/topk_compact_group,
+# call 1): 1 x 1M 69.0 -> 67.7 us at 8 (~24 keys a program), 32 x 16K and 16 x 256K ~1 us less at 2-4, but 64 x 32K
+# +1.2 and +4.4 us at 4 and 8 (~512 and ~1,024 keys), 64 x 128K +3.5 at 4: a program's keys are read in series,
+# so a group pays while its keys stay few. None: group_for's model; a tuner axis.
+COMPACT_GROUP = None
+# group_for: the admitted keys a grouped compaction program reads at most, by the model (k over the row's count
+# programs, times the group): every group measured at <= ~260 was level or faster, every one at >= ~500 slower.
+COMPACT_KEYS = 256
+# group_for's largest group (16 was never timed).
+COMPACT_GROUP_MAX = 8
 # The sub-segments a grouped compaction program reads at most (the group times the voted count's warps): each is a
 # count held in a register a key, and 32 (8 voted programs of 4 warps) took 128 registers on sm_90 and sm_120 and
 # spilled 8 bytes for sm_120 under Triton 3.9, where 16 took 61-64, no spill (cross-compiled: bench.topk_xcompile).
@@ -154,6 +162,17 @@ def compact_group(group: int, programs: int, warps: int = 1) -> int:
     g = max(1, int(group))
     while g > 1 and (programs % g or g * max(1, warps) > COMPACT_SUBSEGMENTS):
         g //= 2
+    return g
+
+
+def group_for(k: int, programs: int) -> int:
+    """COMPACT_GROUP where a call leaves it to the model (None): the largest power of two up to COMPACT_GROUP_MAX
+    whose group reads at most COMPACT_KEYS admitted keys, a count program's share of the row's k being k over its
+    `programs` (compact_group then fits it to the programs and the sub-segments)."""
+    share = -(-int(k) // max(1, int(programs)))
+    g = 1
+    while g < COMPACT_GROUP_MAX and 2 * g * share <= COMPACT_KEYS:
+        g *= 2
     return g
 
 

@@ -50,13 +50,13 @@ ALLOWED["tiles"] = {**ALLOWED["rounds"], "TILE": (0, 8, 16, 32, 64), "STEP_KEYS"
 # (neither) makes its atomics and stores by inline PTX (COUNT_INLINE), and whether the count and the
 # compaction issue their loads that depend on nothing before them first (COUNT_EARLY, COMPACT_EARLY),
 # whether the count fills a sub-segment a warp by votes (COUNT_VOTE, over the other forms), and how many
-# count programs' segments a compaction program reads (COMPACT_GROUP)
+# count programs' segments a compaction program reads (COMPACT_GROUP; None: the model's)
 ALLOWED["bound"] = {**ALLOWED["rounds"], "TILE": (0, 4, 8, 16, 32, 64), "STEP_KEYS": (1024, 2048, 4096),
                     "SEGMENTS": (False, True), "COUNT_STEP": (0, 512, 1024, 2048, 4096),
                     "COUNT_PREFETCH": (False, True), "COUNT_LANES": (False, True, None),
                     "COUNT_BALLOT": (False, True), "COUNT_INLINE": (False, True),
                     "COUNT_EARLY": (False, True, None), "COMPACT_EARLY": (False, True, None),
-                    "COUNT_VOTE": (False, True, None), "COMPACT_GROUP": (1, 2, 4, 8, 16)}
+                    "COUNT_VOTE": (False, True, None), "COMPACT_GROUP": (1, 2, 4, 8, 16, None)}
 
 # the resident path (one launch, a row's programs meeting at barriers): keys a program (0: resident_shape's
 # model), keys a step, warps, the four kernels' bins, candidates, their ranking, slots and PDL

@@ -218,12 +218,13 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, 
 
 
 @needs_interpreter
-@pytest.mark.parametrize("group,cap", [(4, None), (8, None), (4, 1)], ids=["4", "8-halved", "4-overflow"])
+@pytest.mark.parametrize("group,cap", [(4, None), (8, None), (4, 1), (None, None)],
+                         ids=["4", "8-halved", "4-overflow", "model"])
 @pytest.mark.parametrize("mode", ["segment", "lanes", "ballot", "vote", "chunks"])
 def test_a_compaction_program_reads_a_group_of_segments(mode, group, cap, monkeypatch):
     """COMPACT_GROUP: the compaction launches a program a group of the count's programs (a group of 8 halved to 4
     where the row's 20 count programs are no multiple of 8, and where the voted count's 4 warps would make 32
-    sub-segments), reads the group's segments as one list (every count
+    sub-segments; None, the model's: 8 at ~13 keys a count program, halved to 4 alike), reads the group's segments as one list (every count
     form: a segment a program, rows of 32 keys, claimed slots, a sub-segment a warp), or its group's chunks where
     any segment overflowed (a cap of 1 a sub-segment) or there are none (SEGMENTS off); the answer is torch's and
     the workspace left zero (_select)."""
@@ -252,8 +253,31 @@ def test_a_compaction_program_reads_a_group_of_segments(mode, group, cap, monkey
     idx, val = _select(x, k, lo, hi, path="bound")
     programs = grids["topk_bound_compact_kernel"][1]
     assert grids["topk_bound_count_kernel"] == (rows, 20)
-    assert programs == 20 // min(group, 4), f"{programs} compaction programs a row for a group of {group}"
+    assert programs == 20 // min(group or 8, 4), f"{programs} compaction programs a row for a group of {group}"
     assert_same_topk(idx, val, x, k, lo, hi)
+
+
+def test_the_model_groups_while_a_group_reads_few_keys():
+    """group_for (COMPACT_GROUP None): the largest group up to 8 whose programs read at most COMPACT_KEYS of the
+    row's k admitted keys, a count program's share k over its programs: 1 x 1M's 1,056 count programs (~2 keys each)
+    take 8, a 64 x 32K or 64 x 128K row's 16 (128 each) take 2, a 4096 x 64K prefill block's 7 (293 each) none."""
+    assert B.COMPACT_GROUP is None and B.COMPACT_KEYS == 256
+    assert [B.group_for(2048, p) for p in (1056, 66, 33, 16, 8, 7, 1, 0)] == [8, 8, 4, 2, 1, 1, 1, 1]
+    assert [B.group_for(k, 16) for k in (512, 1024, 2048, 4096)] == [8, 4, 2, 1]
+
+
+@needs_interpreter
+def test_the_plan_resolves_the_models_group_from_its_count_programs(monkeypatch):
+    """A bound plan whose settings leave COMPACT_GROUP to the model takes group_for over the count's programs a row
+    (chunks sized for an H100's 132 SMs at 8 programs an SM); a setting that names it keeps it."""
+    monkeypatch.setattr(_topk_launch, "get_num_sms", lambda: 132)
+
+    def group(rows, width, **settings):
+        plan = S.plan_selection(rows, width, 2048, S.WINDOW_LIMIT, "cpu", path="bound", kind="decode",
+                                settings=dict(PROGRAMS_PER_SM=8, BLOCK=512, **settings))
+        return plan.s["COMPACT_GROUP"]
+    assert [group(1, 1 << 20), group(64, 32768), group(64, 1 << 17), group(164, 65536)] == [8, 2, 2, 1]
+    assert group(1, 1 << 20, COMPACT_GROUP=1) == 1 and group(64, 32768, COMPACT_GROUP=4) == 4
 
 
 def test_the_compaction_group_divides_the_count_programs():

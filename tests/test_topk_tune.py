@@ -242,19 +242,22 @@ def test_the_space_holds_what_the_h200_taught():
     assert tiles and {s["TILE"] for s in tiles} == {0, 8, 16} and not topk_tune.space("tiles", 64, 32768, 132)
     assert topk_tune.space("tiles", 256, 65536, 132)  # a prefill block of 64K-key rows: tiles is tried there
     assert {s["FIT"] for s in tiles} == {True, False} and {s["OWN_PDL"] for s in tiles} == {True}
-    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 260 settings
+    # what the H100's exhaustive tunes never saw win left the space: a default tune tries 268 settings
     # (148, and the bound path's count by rows of 32 keys and its 128 bins at four settings each of its buckets,
     # its count claiming its slots at eight, by votes at eight, its compaction a program a group of the count's
-    # at four)
+    # at six: the model's and 8 over the plain count, the model's over the votes)
     assert sum(len(topk_tune.space(p, r, w, 132))
-               for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 260
+               for r, w, _ in topk_tune.DEFAULT_BUCKETS for p in topk_tune.PATHS) == 268
     # every bound setting names its count's votes, so that none is timed as the model would resolve it
     assert all(s["COUNT_VOTE"] in (False, True) for s in topk_tune.space("bound", 256, 1 << 16, 132))
-    assert sum(s["COUNT_VOTE"] for s in topk_tune.space("bound", 256, 1 << 16, 132)) == 8
-    assert sum(s["BINS"] == 128 and not s.get("COUNT_BALLOT") and not s["COUNT_VOTE"] and "COMPACT_GROUP" not in s
+    assert sum(s["COUNT_VOTE"] for s in topk_tune.space("bound", 256, 1 << 16, 132)) == 10
+    assert sum(s["BINS"] == 128 and not s.get("COUNT_BALLOT") and not s["COUNT_VOTE"] and s["COMPACT_GROUP"] == 1
                for s in topk_tune.space("bound", 64, 32768, 132)) == 4
-    grouped = [s for s in topk_tune.space("bound", 1, 1 << 20, 132) if s.get("COMPACT_GROUP", 1) > 1]
-    assert sorted(s["COMPACT_GROUP"] for s in grouped) == [4, 4, 8, 8] and not any(s["COUNT_VOTE"] for s in grouped)
+    # every bound setting names its compaction's group: 1, 8, or None (the model's) where it is the axis tried
+    grouped = [s for s in topk_tune.space("bound", 1, 1 << 20, 132) if s["COMPACT_GROUP"] != 1]
+    assert sorted(str(s["COMPACT_GROUP"]) for s in grouped) == ["8", "8", "None", "None", "None", "None"]
+    assert [s["COUNT_VOTE"] for s in grouped if s["COMPACT_GROUP"] == 8] == [False, False]
+    assert sum(s["COUNT_VOTE"] for s in grouped) == 2
     assert all(s["SEGMENTS"] and s["BLOCK"] == 512 for s in topk_tune.space("bound", 1, 1 << 20, 132))
     assert sum(s.get("COUNT_LANES", False) for s in topk_tune.space("bound", 64, 1 << 17, 132)) == 4
     prefill_bound = topk_tune.space("bound", 256, 1 << 16, 132)  # (the prefill bucket)

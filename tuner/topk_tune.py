@@ -152,14 +152,19 @@ def space(path: str, rows: int, width: int, sms: int) -> list[dict]:
         # docs/perf_logs/topk_bins256, call 2, at commit 210d4a3)
         plain = [dict(TILE=t, BINS=b, PROGRAMS_PER_SM=p, BLOCK=512, SEGMENTS=True, COUNT_LANES=False)
                  for t in (0, 4, 16) for b in (32, 64) for p in (8, 16)]
-        # and its compaction a program a group of the count's programs (COMPACT_GROUP 4 and 8: fewer, longer
-        # compaction programs, a row's same-word slot and ticket atomics cut by the group) at the model's tile and 16,
-        # 128 bins and 8 programs an SM (64 x 32K's and 1 x 1M's kept settings on the H100); not over the voted count,
-        # where a group is at most 4 (_topk_bound.COMPACT_SUBSEGMENTS: 32 sub-segments took 128 registers against
-        # 56, cross-compiled: bench.topk_xcompile). Built in the twenty-seventh session and not yet timed on a GPU.
+        # and its compaction a program a group of the count's programs (COMPACT_GROUP: fewer, longer compaction
+        # programs, a row's same-word slot and ticket atomics cut by the group; a group's keys read in series) at
+        # the model's tile and 16, 128 bins and 8 programs an SM (64 x 32K's and 1 x 1M's kept settings on the
+        # H100): the model's group (None: _topk_bound.group_for, by the keys a group reads) and 8 (1 x 1M's best on
+        # the H100: docs/perf_logs/topk_compact_group, call 1), and the model's over the voted count (where
+        # _topk_bound.compact_group holds it to 4: 32 sub-segments took 128 registers against 56, cross-compiled:
+        # bench.topk_xcompile). Every other setting names 1, so that each is timed as itself, not as the model.
         grouped = [dict(TILE=t, BINS=128, PROGRAMS_PER_SM=8, BLOCK=512, SEGMENTS=True, COUNT_LANES=False,
-                        COMPACT_GROUP=g) for t in (0, 16) for g in (4, 8)]
-        return [dict(s, COUNT_VOTE=False) for s in plain + lanes + bins128 + claimed + grouped] + voted
+                        COMPACT_GROUP=g) for t in (0, 16) for g in (None, 8)]
+        voted_grouped = [dict(TILE=t, BINS=128, PROGRAMS_PER_SM=8, BLOCK=512, SEGMENTS=True, COUNT_VOTE=True,
+                              COMPACT_GROUP=None) for t in (0, 16)]
+        ungrouped = [dict(s, COMPACT_GROUP=1) for s in plain + lanes + bins128 + claimed + voted]
+        return [dict(s, COUNT_VOTE=s.get("COUNT_VOTE", False)) for s in ungrouped + grouped + voted_grouped]
     if path == "resident":
         if _topk_table.resident_shape(rows, width, sms, 0, _topk_table.RESIDENT_STEP) is None:
             return []
