@@ -2,10 +2,11 @@
 # _topk_bound.group_for: the largest group up to 8 whose programs read at most 256 of the row's k admitted keys,
 # a count program's share k over its programs) against 1, with the H100 table as committed before call 1's
 # re-tune (no entry names a group, so each serves the model's); then the standing with call 1's re-tuned table.
-# Predicted (before the run; call 1's A/B at the groups the model takes): 1 x 1M (8) 1.0-1.5 us less than 1,
-# 64 x 32K (2) within +-0.5, 64 x 128K (2 over the votes) 0.3-1.2 less, 16 x 256K (2: its 66 programs) 0.5-1.5
-# less, 32 x 16K (the group its programs allow) level to 1.3 less, 128 x 8K (row path) level; prefill 4096 x 64K
-# (7 count programs a block row: 1) level, 2048 x 1M (its blocks' rows of ~96 count programs: 8) level to 1% less.
+# Predicted (before the run; call 1's A/B at the groups the model takes; count programs a row at 8 an SM of 132):
+# 1 x 1M (1,024 programs: 8) 1.0-1.5 us less than 1, 64 x 32K (16: 2) within +-0.5, 64 x 128K (16: 2 over the
+# votes) 0.3-1.2 less, 16 x 256K (64: 8, run as 4 over the votes) 0.5-1.5 less, 32 x 16K (32: 4) 0.5-1.3 less,
+# 128 x 8K (row path) level; prefill 4096 x 64K (7 count programs a block row: 1) level, 2048 x 1M (its blocks'
+# rows of many count programs: 4 over the votes) level to 1% less.
 # The standing: 1 x 1M ~1.27, the rest as call 1's bench within 1-2%.
 set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
