@@ -467,7 +467,7 @@ def test_votes_take_precedence_over_the_claims_and_the_rows(monkeypatch):
     idx, val = torch.full((2, 256), 7, dtype=torch.int32), torch.full((2, 256), 7.0)
     S.select_rows(x, 256, S.WINDOW_RAGGED, idx, val, S.workspace(2, "cpu"), lo=lo, hi=hi, path="bound",
                   settings={"COUNT_VOTE": True, "COUNT_BALLOT": True, "COUNT_LANES": True, "COUNT_EARLY": True,
-                            "COMPACT_EARLY": True, "PROGRAMS_PER_SM": 1})
+                            "COMPACT_EARLY": True, "PROGRAMS_PER_SM": 1, "COMPACT_GROUP": 1})  # (a warp's, ungrouped)
     assert counts and all(kw["VOTE_"] == S.NUM_WARPS and not kw["LANES_"] and not kw["BALLOT_"] for kw in counts)
     assert compactions and all(kw["VOTE_"] == S.NUM_WARPS for kw in compactions)
     assert_same_topk(idx, val, x, 256, lo, hi)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bench.topk import mismatched_rows
+from indexer_logits import _topk_bound as B
 from indexer_logits import _topk_select as S
 from indexer_logits._topk_launch import chunk_size
 
@@ -35,7 +36,13 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "voted, 1024 a step": {"COUNT_VOTE": True, "COUNT_STEP": 1024},
           "voted, 8 warps": {"COUNT_VOTE": True, "NUM_WARPS": 8},
           "voted, ahead": {"COUNT_VOTE": True, "COUNT_PREFETCH": True},
-          "voted, early": {"COUNT_VOTE": True, "COUNT_EARLY": True, "COMPACT_EARLY": True}}
+          "voted, early": {"COUNT_VOTE": True, "COUNT_EARLY": True, "COMPACT_EARLY": True},
+          # the compaction a program a group of the count's programs (COMPACT_GROUP; None: the model's,
+          # _topk_bound.group_for; every form above names 1)
+          "prefix sums, grouped": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COMPACT_GROUP": None},
+          "rows, grouped by 8": {"COUNT_LANES": True, "COUNT_BALLOT": False, "COMPACT_GROUP": 8},
+          "claimed, grouped": {"COUNT_BALLOT": True, "COMPACT_GROUP": None},
+          "voted, grouped": {"COUNT_VOTE": True, "COMPACT_GROUP": None}}
 
 
 @pytest.mark.parametrize("count", list(COUNTS))
@@ -53,7 +60,7 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
     val = torch.empty(rows, k, device="cuda")
     ws = S.workspace(rows, "cuda")
-    settings = dict(COUNTS[count], SEGMENTS=True)
+    settings = dict({"COMPACT_GROUP": 1, "SEGMENTS": True}, **COUNTS[count])
     S._recorded_launches.clear()  # (else a shape's second test replays the first one's launches, unseen)
     seen = launches_of(monkeypatch, "topk_bound_count_kernel")
     compactions = launches_of(monkeypatch, "topk_bound_compact_kernel")
@@ -67,13 +74,22 @@ def test_bound_count_forms_exact_eager_and_in_a_graph(kind, rows, width, count, 
     assert select() == "bound"
     form = COUNTS[count]
     voted = form.get("NUM_WARPS", S.NUM_WARPS) if count.startswith("voted") else 0
+    # the compaction's group (the model's resolved over the count's programs a row, then fitted to them) reads
+    # its programs' sub-segments, a warp's each where the count votes, as one list
+    s = S.path_settings("bound", settings)
+    programs = -(-width // chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]))
+    group = B.compact_group(B.group_for(k, programs) if s["COMPACT_GROUP"] is None else s["COMPACT_GROUP"],
+                            programs, voted)
+    if rows == 1:  # (1 x 1M's 1,024 count programs: the model's 8, 4 over the votes; the forms above 1)
+        assert (group > 1) == ("group" in count), (count, group)
+    listed = group * max(voted, 1) if group > 1 else voted
     assert seen and all(kw["BALLOT_"] == count.startswith("claimed")
                         and kw["ASM_"] == count.startswith(("rows", "claimed", "voted"))
                         and kw["INLINE_"] == count.startswith("prefix sums, inline")
                         and kw["LANES_"] == count.startswith("rows") and kw["VOTE_"] == voted
                         and kw["PREFETCH_"] == form.get("COUNT_PREFETCH", False)
                         and kw["EARLY_"] == form.get("COUNT_EARLY", False) for kw in seen), seen
-    assert compactions and all(kw["EARLY_"] == form.get("COMPACT_EARLY", False) and kw["VOTE_"] == voted
+    assert compactions and all(kw["EARLY_"] == form.get("COMPACT_EARLY", False) and kw["VOTE_"] == listed
                                for kw in compactions), compactions
     assert exact()
     graph = torch.cuda.CUDAGraph()

@@ -16,3 +16,6 @@ echo "model rc $?"; grep -v "Warn\|warn" $OUT/call2_model.log | tail -45
 cp $D/call1_topk_h100.json indexer_logits/tables/nvidia_h100_80gb_hbm3/topk.json
 timeout 130 python3 -m bench.topk --paths auto --out $OUT/bench > $OUT/call2_bench.log 2>&1
 echo "bench rc $?"; tail -10 $OUT/call2_bench.log
+# the bound count's forms on the GPU, the compaction grouped (the model's, 8 over rows of 32 keys) and not
+timeout 150 python3 -m pytest -q tests/test_topk_bound_gpu.py > $OUT/call2_gpu_tests.log 2>&1
+echo "gpu tests rc $?"; tail -3 $OUT/call2_gpu_tests.log
