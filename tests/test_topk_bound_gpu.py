@@ -39,7 +39,8 @@ COUNTS = {"prefix sums": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_IN
           "voted, early": {"COUNT_VOTE": True, "COUNT_EARLY": True, "COMPACT_EARLY": True},
           # the compaction a program a group of the count's programs (COMPACT_GROUP; None: the model's,
           # _topk_bound.group_for; every form above names 1)
-          "prefix sums, grouped": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COMPACT_GROUP": None},
+          "prefix sums, grouped": {"COUNT_LANES": False, "COUNT_BALLOT": False, "COUNT_INLINE": False,
+                                   "COMPACT_GROUP": None},
           "rows, grouped by 8": {"COUNT_LANES": True, "COUNT_BALLOT": False, "COMPACT_GROUP": 8},
           "claimed, grouped": {"COUNT_BALLOT": True, "COMPACT_GROUP": None},
           "voted, grouped": {"COUNT_VOTE": True, "COMPACT_GROUP": None}}
