@@ -139,7 +139,8 @@ COMPACT_EARLY = None
 # the group. Measured on an H100 (decode end to end, alternated, exact: docs/perf_logs/topk_compact_group,
 # call 1): 1 x 1M 69.0 -> 67.7 us at 8 (~24 keys a program), 32 x 16K and 16 x 256K ~1 us less at 2-4, but 64 x 32K
 # +1.2 and +4.4 us at 4 and 8 (~512 and ~1,024 keys), 64 x 128K +3.5 at 4: a program's keys are read in series,
-# so a group pays while its keys stay few. None: group_for's model; a tuner axis.
+# so a group pays while its keys stay few. The model against 1 (call 2): level within the runs' +-0.6 us where a
+# count program's share is 32-128 keys, -0.6 at 32 x 16K. None: group_for's model; a tuner axis.
 COMPACT_GROUP = None
 # group_for: the admitted keys a grouped compaction program reads at most, by the model (k over the row's count
 # programs, times the group): every group measured at <= ~260 was level or faster, every one at >= ~500 slower.
