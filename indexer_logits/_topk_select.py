@@ -253,14 +253,16 @@ def plan_selection(rows: int, width: int, k: int, window: int, device, *, next_n
     s = path_settings(path, settings)
     if s.get("TRIGGER", False) is None:  # decode calls only (TRIGGER)
         s = dict(s, TRIGGER=kind == "decode")
-    if path == "bound":  # the count's forms where not set: the model's (_topk_bound.lanes_for, votes_for)
-        steps = -(-chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"]) // _count_step(s))
+    if path == "bound":  # the count's forms and the compaction's group where not set: the model's
+        # (_topk_bound.lanes_for, votes_for over a count program's steps; group_for over the programs a row, as
+        # _launch_setup's grid has them)
+        chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])
+        steps = -(-chunk // _count_step(s))
         s = dict(s, **{name: rule(kind, steps) for name, rule in (("COUNT_LANES", bound_kernels().lanes_for),
                                                                   ("COUNT_VOTE", bound_kernels().votes_for))
                        if s[name] is None})
-    if path == "bound" and s["COMPACT_GROUP"] is None:  # the compaction's group where not set: the model's
-        chunk = chunk_size(rows, width, s["BLOCK"], s["PROGRAMS_PER_SM"])  # (_launch_setup's grid: its programs a row)
-        s = dict(s, COMPACT_GROUP=bound_kernels().group_for(k, -(-width // chunk)))
+        if s["COMPACT_GROUP"] is None:
+            s = dict(s, COMPACT_GROUP=bound_kernels().group_for(k, -(-width // chunk)))
     if path == "bound":  # the early loads: decode calls only where not set (_topk_bound.COUNT_EARLY)
         s = dict(s, **{name: kind == "decode" for name in ("COUNT_EARLY", "COMPACT_EARLY") if s[name] is None})
     if path == "resident" and _resident_chunk(rows, width, s, device) is None:

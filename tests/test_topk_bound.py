@@ -224,10 +224,10 @@ def test_segments_hold_the_admitted_keys_or_the_chunk_is_read(cap, mode, early, 
 def test_a_compaction_program_reads_a_group_of_segments(mode, group, cap, monkeypatch):
     """COMPACT_GROUP: the compaction launches a program a group of the count's programs (a group of 8 halved to 4
     where the row's 20 count programs are no multiple of 8, and where the voted count's 4 warps would make 32
-    sub-segments; None, the model's: 8 at ~13 keys a count program, halved to 4 alike), reads the group's segments as one list (every count
-    form: a segment a program, rows of 32 keys, claimed slots, a sub-segment a warp), or its group's chunks where
-    any segment overflowed (a cap of 1 a sub-segment) or there are none (SEGMENTS off); the answer is torch's and
-    the workspace left zero (_select)."""
+    sub-segments; None, the model's: 8 at ~13 keys a count program, halved to 4 alike), reads the group's segments
+    as one list (every count form: a segment a program, rows of 32 keys, claimed slots, a sub-segment a warp), or
+    its group's chunks where any segment overflowed (a cap of 1 a sub-segment) or there are none (SEGMENTS off); the
+    answer is torch's and the workspace left zero (_select)."""
     monkeypatch.setattr(B, "SEGMENTS", mode != "chunks")
     monkeypatch.setattr(B, "COUNT_LANES", mode == "lanes")
     monkeypatch.setattr(B, "COUNT_BALLOT", mode == "ballot")
@@ -259,8 +259,8 @@ def test_a_compaction_program_reads_a_group_of_segments(mode, group, cap, monkey
 
 def test_the_model_groups_while_a_group_reads_few_keys():
     """group_for (COMPACT_GROUP None): the largest group up to 8 whose programs read at most COMPACT_KEYS of the
-    row's k admitted keys, a count program's share k over its programs: 1 x 1M's 1,056 count programs (~2 keys each)
-    take 8, a 64 x 32K or 64 x 128K row's 16 (128 each) take 2, a 4096 x 64K prefill block's 7 (293 each) none."""
+    row's k admitted keys, a count program's share k over its programs: 1 x 1M's ~1,000 count programs (~2 keys
+    each) take 8, a 64 x 32K or 64 x 128K row's 16 (128 each) take 2, a 4096 x 64K prefill block's 7 (293 each) none."""
     assert B.COMPACT_GROUP is None and B.COMPACT_KEYS == 256
     assert [B.group_for(2048, p) for p in (1056, 66, 33, 16, 8, 7, 1, 0)] == [8, 8, 4, 2, 1, 1, 1, 1]
     assert [B.group_for(k, 16) for k in (512, 1024, 2048, 4096)] == [8, 4, 2, 1]
